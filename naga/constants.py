@@ -1,0 +1,59 @@
+"""The numbers the design fixes, in one place.
+
+docs/design/constants.md lists each of these with its reason; a test
+(tests/unit/test_constants_doc.py) fails when the two disagree. Change a value
+here and in the doc together.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- ledger record framing -------------------------------------------------
+#: First four bytes of every record. Non-zero, so a zero-filled tail never
+#: parses as a record.
+RECORD_MAGIC: Final = b"NGL1"
+#: Record format version carried in every header.
+RECORD_VERSION: Final = 1
+#: Header bytes: magic(4) version(1) reserved(3) body_len(4) batch_pos(4)
+#: batch_len(4) crc32(4).
+RECORD_HEADER_BYTES: Final = 24
+#: Largest record body accepted on write or read (bigger payloads go to the
+#: blob store and are referenced by digest).
+MAX_RECORD_BODY_BYTES: Final = 1 << 20
+#: Longest record kind, in ASCII bytes.
+MAX_KIND_BYTES: Final = 64
+#: Most blob references one record may carry.
+MAX_BLOB_REFS: Final = 64
+
+# --- segments ---------------------------------------------------------------
+#: A segment is sealed once the next record would take it past this size.
+SEGMENT_MAX_BYTES: Final = 64 << 20
+#: Digits of the first sequence number in a segment's file name.
+SEGMENT_NAME_DIGITS: Final = 20
+
+# --- durability / group commit ---------------------------------------------
+#: Most records one group commit writes with a single fdatasync.
+GROUP_COMMIT_MAX_RECORDS: Final = 4096
+#: Most bytes one group commit writes with a single fdatasync.
+GROUP_COMMIT_MAX_BYTES: Final = 8 << 20
+#: Sync policy: every acknowledged append has been fdatasync'ed; new files and
+#: renames are followed by an fsync of their directory. Any failed sync is
+#: fatal for the open ledger and never retried.
+SYNC_POLICY: Final = "fdatasync-before-ack"
+
+# --- checkpoints --------------------------------------------------------------
+#: Origin line of every signed checkpoint (C2SP tlog-checkpoint).
+CHECKPOINT_ORIGIN_PREFIX: Final = "naga.ledger/v1"
+
+# --- blob store ----------------------------------------------------------------
+#: Largest blob accepted.
+MAX_BLOB_BYTES: Final = 256 << 20
+
+# --- snapshots ------------------------------------------------------------------
+#: Snapshots kept on disk; older ones are removed after a new one is durable.
+SNAPSHOTS_KEPT: Final = 3
+
+# --- timeouts -------------------------------------------------------------------
+#: How long a writer waits for the ledger lock held by another process.
+LEDGER_LOCK_TIMEOUT_S: Final = 0.0

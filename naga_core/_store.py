@@ -1,0 +1,52 @@
+"""The ledger, blob store, projection and key of one home, opened together.
+
+Entry points (the CLI now, the core daemon later) use this; nothing below it
+knows about homes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Generator
+
+from naga_core._home import Home, load_signer
+from naga_core.errors import ConfigError
+from naga_core.ledger._blobs import BlobStore
+from naga_core.ledger._checkpoint import CheckpointVerifier
+from naga_core.ledger._fs import OsFileSystem
+from naga_core.ledger._ledger import Ledger
+
+
+def projection_path(home: Home) -> str:
+    return os.path.join(home.ledger_dir, "projection.sqlite3")
+
+
+def blob_store(home: Home) -> BlobStore:
+    return BlobStore(OsFileSystem(), home.blobs_dir)
+
+
+def verifier_for(home: Home) -> CheckpointVerifier:
+    """The public key, read from the private key file when present (it is
+    the authority), else from ``ledger.pub``."""
+    if os.path.exists(home.signing_key_path):
+        return load_signer(home, create=False).verifier()
+    try:
+        with open(home.public_key_path, encoding="ascii") as f:
+            return CheckpointVerifier.from_vkey(f.read().strip())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"no usable ledger key in {home.keys_dir}: {exc}") from None
+
+
+@contextlib.contextmanager
+def open_ledger(home: Home, *, create: bool) -> Generator[Ledger]:
+    """Open the home's ledger for writing (recovering a torn tail)."""
+    if not create and not home.exists():
+        raise ConfigError(f"no Naga home at {home.root} (set NAGA_HOME or pass --home)")
+    home.ensure()
+    signer = load_signer(home, create=create)
+    ledger = Ledger.open(home.ledger_dir, signer, blobs=blob_store(home))
+    try:
+        yield ledger
+    finally:
+        ledger.close()

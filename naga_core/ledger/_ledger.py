@@ -1,0 +1,532 @@
+"""The ledger: append-only, hash-chained, Merkle-sealed, group-committed.
+
+One :class:`Ledger` object is the single writer of one ledger directory (it
+holds the directory's lock for its lifetime). Writing is two steps so that
+many appenders can share one sync:
+
+* :meth:`Ledger.stage` assigns the next seq, chains and encodes the record
+  (cheap, any thread, never blocks on I/O);
+* :meth:`Ledger.commit` writes everything staged in as few writes as the
+  limits allow and fdatasyncs; only then are those records durable,
+  readable and acknowledged.
+
+:class:`~naga_core.ledger.GroupCommitter` drives this from trio. Any OSError
+while writing, syncing or sealing poisons the object (:class:`LedgerFailed`):
+the page cache may have dropped what it could not write, so the only safe
+continuation is to reopen, which recovers from what is really on disk.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import hashlib
+import os
+import threading
+import time
+import zlib
+from array import array
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from naga.constants import (
+    GROUP_COMMIT_MAX_BYTES,
+    GROUP_COMMIT_MAX_RECORDS,
+    RECORD_HEADER_BYTES,
+    SEGMENT_MAX_BYTES,
+)
+from naga_core.errors import (
+    LedgerClosed,
+    LedgerCorrupt,
+    LedgerError,
+    LedgerFailed,
+    NotFound,
+)
+from naga_core.ledger._blobs import BlobStore
+from naga_core.ledger._checkpoint import Checkpoint, CheckpointSigner
+from naga_core.ledger._fs import FileHandle, FileSystem, OsFileSystem, sha256_file, write_atomic
+from naga_core.ledger._merkle import CompactRange, consistency_proof, inclusion_proof, root
+from naga_core.ledger._record import (
+    GENESIS_PREV,
+    Entry,
+    Frame,
+    Record,
+    check_frame,
+    decode_body,
+    encode_body,
+    frame,
+    leaf_hash_of,
+)
+from naga_core.ledger._recovery import RecoveryReport, SegmentState, recover
+from naga_core.ledger._segment import (
+    INDEX_SUFFIX,
+    SEAL_SUFFIX,
+    SEGMENT_SUFFIX,
+    Seal,
+    encode_index,
+    encode_seal,
+    segment_stem,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """Where an appended record sits: durable once its commit returned."""
+
+    seq: int
+    leaf_hash: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """The durable end of the ledger."""
+
+    size: int
+    last_leaf_hash: bytes
+    root: bytes
+    sealed_segments: int
+
+
+@dataclass(frozen=True, slots=True)
+class InclusionProof:
+    """Everything an offline RFC 9162 verifier needs, nothing else."""
+
+    seq: int
+    leaf_hash: bytes
+    record_body: bytes
+    tree_size: int
+    root: bytes
+    path: tuple[bytes, ...]
+    checkpoint: str
+    public_key: bytes
+    key_name: str
+
+
+@dataclass(slots=True)
+class _Staged:
+    seq: int
+    body: bytes
+    crc: int
+    leaf: bytes
+
+
+@dataclass(slots=True)
+class _Active:
+    first_seq: int
+    path: str
+    handle: FileHandle | None
+    bytes: int
+    offsets: array[int] = field(default_factory=lambda: array("Q"))
+
+
+class Ledger:
+    """A ledger directory opened for writing. Build with :meth:`open`."""
+
+    def __init__(
+        self,
+        *,
+        fs: FileSystem,
+        directory: str,
+        signer: CheckpointSigner,
+        state: SegmentState,
+        clock: Callable[[], int],
+        segment_max_bytes: int,
+        exit_stack: contextlib.ExitStack,
+        report: RecoveryReport,
+    ) -> None:
+        self._fs = fs
+        self._dir = directory
+        self._seg_dir = os.path.join(directory, "segments")
+        self._signer = signer
+        self._seal_key = Ed25519PrivateKey.from_private_bytes(signer.private_bytes)
+        self._clock = clock
+        self._segment_max = segment_max_bytes
+        self._exit = exit_stack
+        self.report = report
+        self._sealed: list[Seal] = list(state.seals)
+        self._sealed_offsets: list[array[int]] = list(state.sealed_offsets)
+        self._leaves = state.leaves
+        self._frontier = state.frontier
+        self._durable = state.size
+        self._last_ts = state.last_timestamp_ns
+        self._active: _Active | None = None
+        if state.active_path is not None:
+            self._active = _Active(
+                first_seq=state.active_first_seq,
+                path=state.active_path,
+                handle=state.active_handle,
+                bytes=state.active_bytes,
+                offsets=state.active_offsets,
+            )
+        self._next_seq = state.size
+        self._staged_prev = state.last_leaf
+        self._pending: list[_Staged] = []
+        self._lock = threading.Lock()  # guards staging and the durable view
+        self._commit_lock = threading.Lock()  # one committer at a time
+        self._failed: LedgerFailed | None = None
+        self._closed = False
+
+    # --- opening --------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: str,
+        signer: CheckpointSigner,
+        *,
+        fs: FileSystem | None = None,
+        blobs: BlobStore | None = None,
+        clock: Callable[[], int] = time.time_ns,
+        segment_max_bytes: int = SEGMENT_MAX_BYTES,
+    ) -> Ledger:
+        """Open (creating if new), recovering a torn tail and refusing damage.
+
+        Raises :class:`LedgerCorrupt` naming the file, offset and problem
+        for anything but a torn tail; ``ledger.report`` says what was cut.
+        """
+        fs = fs if fs is not None else OsFileSystem()
+        if segment_max_bytes < 4096:
+            raise ValueError("segment_max_bytes must be at least 4096")
+        stack = contextlib.ExitStack()
+        try:
+            state, report = recover(fs, directory, signer.verifier(), blobs, stack)
+        except BaseException:
+            stack.close()
+            raise
+        return cls(
+            fs=fs,
+            directory=directory,
+            signer=signer,
+            state=state,
+            clock=clock,
+            segment_max_bytes=segment_max_bytes,
+            exit_stack=stack,
+            report=report,
+        )
+
+    def close(self) -> None:
+        """Release the file handle and the directory lock. Staged, uncommitted
+        records are dropped (they were never acknowledged)."""
+        with self._commit_lock, self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._pending.clear()
+            if self._active is not None and self._active.handle is not None:
+                with contextlib.suppress(OSError):
+                    self._active.handle.close()
+            self._exit.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # --- writing ---------------------------------------------------------------
+
+    def stage(self, entry: Entry) -> Receipt:
+        """Give ``entry`` the next seq and chain it; durable after :meth:`commit`."""
+        with self._lock:
+            self._check_usable()
+            seq = self._next_seq
+            ts = max(self._clock(), self._last_ts)
+            self._last_ts = ts
+            body = encode_body(entry, seq, ts, self._staged_prev)
+            leaf = leaf_hash_of(body)
+            self._pending.append(_Staged(seq, body, zlib.crc32(body), leaf))
+            self._next_seq = seq + 1
+            self._staged_prev = leaf
+            return Receipt(seq, leaf)
+
+    def commit(self) -> int:
+        """Make everything staged so far durable; returns the durable size."""
+        with self._commit_lock:
+            with self._lock:
+                self._check_usable()
+                batch, self._pending = self._pending, []
+            if batch:
+                try:
+                    self._write(batch)
+                except OSError as exc:
+                    raise self._fail(exc) from exc
+            return self._durable
+
+    def append(self, kind: str, payload: bytes, blob_refs: Sequence[bytes] = ()) -> Receipt:
+        """Stage and commit one record (one fdatasync)."""
+        receipt = self.stage(Entry.of(kind, payload, blob_refs))
+        self.commit()
+        return receipt
+
+    def append_many(self, entries: Sequence[Entry]) -> list[Receipt]:
+        """Stage and commit several records with as few syncs as the limits allow."""
+        receipts = [self.stage(e) for e in entries]
+        self.commit()
+        return receipts
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise LedgerClosed("the ledger is closed")
+        if self._failed is not None:
+            raise self._failed
+
+    def _fail(self, exc: OSError) -> LedgerFailed:
+        with self._lock:
+            failed = self._failed = LedgerFailed(
+                f"ledger write failed ({exc}); nothing more is accepted until it is reopened "
+                "(a failed sync is never retried: the data may already be gone)"
+            )
+            self._pending.clear()
+            if self._active is not None and self._active.handle is not None:
+                with contextlib.suppress(OSError):
+                    self._active.handle.close()
+                self._active.handle = None
+            return failed
+
+    def _write(self, batch: list[_Staged]) -> None:
+        i = 0
+        while i < len(batch):
+            first_len = RECORD_HEADER_BYTES + len(batch[i].body)
+            active = self._active
+            if (
+                active is not None
+                and active.offsets
+                and active.bytes + first_len > self._segment_max
+            ):
+                self._seal(active)
+                active = None
+            if active is None:
+                active = self._start_segment(batch[i].seq)
+            # Take as many records as fit this segment and one group's limits.
+            j = i
+            nbytes = 0
+            while j < len(batch) and j - i < GROUP_COMMIT_MAX_RECORDS:
+                size = RECORD_HEADER_BYTES + len(batch[j].body)
+                if j > i and (
+                    nbytes + size > GROUP_COMMIT_MAX_BYTES
+                    or active.bytes + nbytes + size > self._segment_max
+                ):
+                    break
+                nbytes += size
+                j += 1
+            chunk = batch[i:j]
+            n = len(chunk)
+            data = b"".join(frame(s.body, s.crc, k, n) for k, s in enumerate(chunk))
+            assert active.handle is not None
+            active.handle.write(data)
+            active.handle.sync()
+            self._publish(active, chunk)
+            i = j
+
+    def _publish(self, active: _Active, chunk: list[_Staged]) -> None:
+        with self._lock:
+            off = active.bytes
+            for s in chunk:
+                active.offsets.append(off)
+                off += RECORD_HEADER_BYTES + len(s.body)
+                self._leaves += s.leaf
+            active.bytes = off
+            self._durable = chunk[-1].seq + 1
+
+    def _start_segment(self, first_seq: int) -> _Active:
+        path = os.path.join(self._seg_dir, segment_stem(first_seq) + SEGMENT_SUFFIX)
+        handle = self._fs.open(path, "create_new")
+        self._fs.sync_dir(self._seg_dir)
+        active = _Active(first_seq=first_seq, path=path, handle=handle, bytes=0)
+        with self._lock:
+            self._active = active
+        return active
+
+    def _seal(self, active: _Active) -> None:
+        stem = os.path.join(self._seg_dir, segment_stem(active.first_seq))
+        count = len(active.offsets)
+        tree_size = active.first_seq + count
+        leaves = bytes(self._leaves[32 * active.first_seq : 32 * tree_size])
+        index = encode_index(active.offsets, leaves)
+        write_atomic(self._fs, stem + INDEX_SUFFIX, index)
+        prev = self._sealed[-1] if self._sealed else None
+        prev_size = prev.tree_size if prev is not None else 0
+        tree_root = self._tree().root()
+        proof = (
+            consistency_proof(self._leaf_list(tree_size), prev_size, tree_size) if prev_size else []
+        )
+        seal = Seal(
+            segment=os.path.basename(active.path),
+            first_seq=active.first_seq,
+            count=count,
+            bytes=active.bytes,
+            segment_sha256=sha256_file(self._fs, active.path),
+            index_sha256=_sha256(index),
+            last_leaf_hash=leaves[-32:],
+            tree_size=tree_size,
+            frontier=self._tree().to_bytes(),
+            root=tree_root,
+            checkpoint=self._signer.sign(Checkpoint(self._signer.key_name, tree_size, tree_root)),
+            prev_tree_size=prev_size,
+            consistency=tuple(proof),
+        )
+        write_atomic(
+            self._fs, stem + SEAL_SUFFIX, encode_seal(seal, self._seal_key.sign(seal.body()))
+        )
+        if active.handle is not None:
+            active.handle.close()
+        with self._lock:
+            self._sealed.append(seal)
+            self._sealed_offsets.append(active.offsets)
+            self._active = None
+
+    # --- reading -----------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """Number of durable records; their seqs are 0 .. size-1."""
+        return self._durable
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next staged record will get."""
+        with self._lock:
+            return self._next_seq
+
+    @property
+    def directory(self) -> str:
+        return self._dir
+
+    @property
+    def signer(self) -> CheckpointSigner:
+        return self._signer
+
+    def head(self) -> Head:
+        with self._lock:
+            n = self._durable
+            last = bytes(self._leaves[32 * (n - 1) : 32 * n]) if n else GENESIS_PREV
+            return Head(n, last, self._tree().root(), len(self._sealed))
+
+    def leaf_hash(self, seq: int) -> bytes:
+        with self._lock:
+            if not 0 <= seq < self._durable:
+                raise NotFound(f"no record {seq}: the ledger has {self._durable} records")
+            return bytes(self._leaves[32 * seq : 32 * seq + 32])
+
+    def _locate(self, seq: int) -> tuple[str, int]:
+        with self._lock:
+            if not 0 <= seq < self._durable:
+                raise NotFound(f"no record {seq}: the ledger has {self._durable} records")
+            firsts = [s.first_seq for s in self._sealed]
+            k = bisect.bisect_right(firsts, seq) - 1
+            if k >= 0 and seq < self._sealed[k].tree_size:
+                seal = self._sealed[k]
+                path = os.path.join(self._seg_dir, seal.segment)
+                return path, self._sealed_offsets[k][seq - seal.first_seq]
+            active = self._active
+            assert active is not None
+            return active.path, active.offsets[seq - active.first_seq]
+
+    def read(self, seq: int) -> Record:
+        """The durable record ``seq``, checked against its frame and leaf hash."""
+        path, offset = self._locate(seq)
+        head = self._fs.read(path, offset, RECORD_HEADER_BYTES)
+        body_len = int.from_bytes(head[8:12], "big") if len(head) == RECORD_HEADER_BYTES else 0
+        data = head + self._fs.read(path, offset + RECORD_HEADER_BYTES, body_len)
+        return self._decode_checked(path, offset, memoryview(data), 0, seq)
+
+    def iter_records(self, from_seq: int = 0, to_seq: int | None = None) -> Iterator[Record]:
+        """Durable records ``from_seq`` .. ``to_seq - 1`` (default: the end
+        as of this call), read segment by segment and checked."""
+        end = self._durable if to_seq is None else min(to_seq, self._durable)
+        seq = max(from_seq, 0)
+        while seq < end:
+            path, _ = self._locate(seq)
+            data = memoryview(self._fs.read(path))
+            while seq < end:
+                p, offset = self._locate(seq)
+                if p != path:
+                    break
+                yield self._decode_checked(path, offset, data, offset, seq)
+                seq += 1
+
+    def _decode_checked(
+        self, path: str, offset: int, data: memoryview, at: int, seq: int
+    ) -> Record:
+        got = check_frame(data, at)
+        if not isinstance(got, Frame):
+            raise LedgerCorrupt(path, offset, f"record {seq} unreadable: {got.reason}")
+        body = bytes(got.body)
+        leaf = leaf_hash_of(body)
+        if got.seq != seq or leaf != self.leaf_hash(seq):
+            raise LedgerCorrupt(path, offset, f"record {seq} changed since it was written")
+        return decode_body(body, leaf)
+
+    # --- proofs ---------------------------------------------------------------
+
+    def _tree(self) -> CompactRange:
+        """The Merkle frontier of the durable records, brought up to date.
+
+        Kept off the acknowledgement path: leaves are hashed into the
+        frontier only when a root is needed (sealing, checkpoints, proofs).
+        Callers hold ``_lock`` or are the committer.
+        """
+        frontier = self._frontier
+        buf = self._leaves
+        for i in range(32 * frontier.size, 32 * self._durable, 32):
+            frontier.append(bytes(buf[i : i + 32]))
+        return frontier
+
+    def _leaf_list(self, size: int) -> list[bytes]:
+        buf = self._leaves
+        return [bytes(buf[i : i + 32]) for i in range(0, 32 * size, 32)]
+
+    def root_at(self, size: int) -> bytes:
+        with self._lock:
+            if not 0 <= size <= self._durable:
+                raise NotFound(f"tree size {size} is beyond the ledger's {self._durable} records")
+            if size == self._durable:
+                return self._tree().root()
+            return root(self._leaf_list(size))
+
+    def checkpoint(self, size: int | None = None) -> str:
+        """A signed checkpoint (C2SP signed note) of the tree at ``size``."""
+        n = self._durable if size is None else size
+        return self._signer.sign(Checkpoint(self._signer.key_name, n, self.root_at(n)))
+
+    def prove_inclusion(self, seq: int, tree_size: int | None = None) -> InclusionProof:
+        n = self._durable if tree_size is None else tree_size
+        if not 0 <= seq < n <= self._durable:
+            raise NotFound(f"no inclusion proof for record {seq} in a tree of {n} records")
+        record = self.read(seq)
+        tree_root = self.root_at(n)
+        with self._lock:
+            path = inclusion_proof(self._leaf_list(n), seq, n)
+        return InclusionProof(
+            seq=seq,
+            leaf_hash=record.leaf_hash,
+            record_body=record.body,
+            tree_size=n,
+            root=tree_root,
+            path=tuple(path),
+            checkpoint=self._signer.sign(Checkpoint(self._signer.key_name, n, tree_root)),
+            public_key=self._signer.public_key,
+            key_name=self._signer.key_name,
+        )
+
+    def prove_consistency(self, old_size: int, new_size: int) -> list[bytes]:
+        if not 0 <= old_size <= new_size <= self._durable:
+            raise NotFound(
+                f"no consistency proof from {old_size} to {new_size} "
+                f"(the ledger has {self._durable} records)"
+            )
+        with self._lock:
+            return consistency_proof(self._leaf_list(new_size), old_size, new_size)
+
+    def seals(self) -> list[Seal]:
+        with self._lock:
+            return list(self._sealed)
+
+
+def _sha256(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+__all__ = ["Head", "InclusionProof", "Ledger", "LedgerError", "Receipt"]

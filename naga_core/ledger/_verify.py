@@ -1,0 +1,226 @@
+"""``naga ledger verify``: a read-only check of everything, naming each fault.
+
+Unlike opening, which trusts the seals of sealed segments after a cheap
+check, verification rescans every record of every segment, recomputes the
+Merkle tree independently of the stored frontiers and indexes, verifies
+every checkpoint and consistency proof, rehashes every blob and rebuilds the
+projection in memory to compare. It never writes.
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from naga_core.errors import LedgerCorrupt, NagaError, NotFound
+from naga_core.ledger._blobs import BlobStore
+from naga_core.ledger._checkpoint import CheckpointVerifier
+from naga_core.ledger._fs import FileSystem
+from naga_core.ledger._merkle import CompactRange
+from naga_core.ledger._projection import read_head, verify_projection
+from naga_core.ledger._record import GENESIS_PREV, Frame, Record, check_frame, decode_body
+from naga_core.ledger._recovery import check_seal, segment_groups
+from naga_core.ledger._segment import SEGMENT_SUFFIX, Seal, scan_segment
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing that does not hold, and where."""
+
+    path: str
+    offset: int | None
+    what: str
+
+    def __str__(self) -> str:
+        where = self.path if self.offset is None else f"{self.path} at offset {self.offset}"
+        return f"{where}: {self.what}"
+
+
+@dataclass(slots=True)
+class VerifyReport:
+    records: int = 0
+    segments: int = 0
+    sealed: int = 0
+    checkpoints: int = 0
+    blobs: int = 0
+    root: bytes = b""
+    problems: list[Problem] = field(default_factory=lambda: [])
+    notes: list[str] = field(default_factory=lambda: [])
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@dataclass(slots=True)
+class _Scanned:
+    """A read-only record source over the verified segments."""
+
+    fs: FileSystem
+    files: list[tuple[int, str, array[int]]] = field(default_factory=lambda: [])
+    leaves: bytearray = field(default_factory=bytearray)
+    limit: int | None = None
+
+    @property
+    def size(self) -> int:
+        n = len(self.leaves) // 32
+        return n if self.limit is None else min(n, self.limit)
+
+    def leaf_hash(self, seq: int) -> bytes:
+        if not 0 <= seq < self.size:
+            raise NotFound(f"no record {seq}")
+        return bytes(self.leaves[32 * seq : 32 * seq + 32])
+
+    def iter_records(self, from_seq: int = 0) -> Iterator[Record]:
+        for first, path, offsets in self.files:
+            if first + len(offsets) <= from_seq:
+                continue
+            data = memoryview(self.fs.read(path))
+            for i, off in enumerate(offsets):
+                if first + i < from_seq:
+                    continue
+                if first + i >= self.size:
+                    return
+                got = check_frame(data, off)
+                if not isinstance(got, Frame):  # verified a moment ago
+                    raise LedgerCorrupt(path, off, got.reason)
+                yield decode_body(bytes(got.body))
+
+
+def verify_ledger(
+    fs: FileSystem,
+    directory: str,
+    verifier: CheckpointVerifier,
+    *,
+    blobs: BlobStore | None = None,
+    projection_path: str | None = None,
+) -> VerifyReport:
+    report = VerifyReport()
+    seg_dir = os.path.join(directory, "segments")
+    if not fs.is_dir(seg_dir):
+        report.problems.append(Problem(seg_dir, None, "no ledger here"))
+        return report
+    try:
+        groups, debris = segment_groups(fs, seg_dir)
+    except LedgerCorrupt as exc:
+        report.problems.append(Problem(exc.path, exc.offset, exc.reason))
+        return report
+    report.notes += [f"crash debris (removed at next open): {p}" for p in debris]
+    source = _Scanned(fs)
+    refs = _check_segments(
+        fs, seg_dir, groups=groups, verifier=verifier, report=report, source=source
+    )
+    report.records = source.size
+    if blobs is not None:
+        _check_blobs(blobs, refs, report)
+    if projection_path is not None and report.ok:
+        # A projection that lags the log (the writer stopped before catching
+        # up) is not damage: compare it with the log up to its own head.
+        head = read_head(projection_path)
+        if head is not None and head[0] + 1 < source.size and source.leaf_hash(head[0]) == head[1]:
+            report.notes.append(
+                f"projection is {source.size - head[0] - 1} records behind the log "
+                "(it catches up when the ledger is next opened)"
+            )
+            source.limit = head[0] + 1
+        try:
+            reason = verify_projection(projection_path, source)
+        except NagaError as exc:
+            reason = str(exc)
+        if reason is not None:
+            report.problems.append(
+                Problem(projection_path, None, f"projection: {reason} (naga ledger rebuild)")
+            )
+    return report
+
+
+def _check_segments(
+    fs: FileSystem,
+    seg_dir: str,
+    *,
+    groups: dict[int, set[str]],
+    verifier: CheckpointVerifier,
+    report: VerifyReport,
+    source: _Scanned,
+) -> list[bytes]:
+    tree = CompactRange()
+    prev_leaf = GENESIS_PREV
+    prev_seal: Seal | None = None
+    refs: list[bytes] = []
+    firsts = sorted(groups)
+    for k, first in enumerate(firsts):
+        log_path = os.path.join(seg_dir, f"{first:020d}{SEGMENT_SUFFIX}")
+        report.segments += 1
+        if "log" not in groups[first]:
+            report.problems.append(Problem(log_path, None, "segment file is missing"))
+            return refs
+        if first != tree.size:
+            report.problems.append(
+                Problem(
+                    log_path,
+                    None,
+                    f"segment starts at seq {first}, expected {tree.size}: "
+                    "a segment is missing or out of order",
+                )
+            )
+            return refs
+        scan = scan_segment(fs.read(log_path), first, prev_leaf, collect_refs=True)
+        if scan.damage is not None:
+            report.problems.append(Problem(log_path, scan.damage.offset, scan.damage.reason))
+            return refs
+        if scan.torn is not None:
+            report.problems.append(
+                Problem(
+                    log_path,
+                    scan.torn.offset,
+                    f"torn tail ({scan.torn.reason}); `naga ledger recover` cuts it",
+                )
+            )
+            return refs
+        for i in range(scan.count):
+            tree.append(bytes(scan.leaves[32 * i : 32 * i + 32]))
+        refs += scan.blob_refs
+        source.files.append((first, log_path, scan.offsets))
+        source.leaves += scan.leaves
+        if "seal" in groups[first]:
+            try:
+                seal, offsets, leaves = check_seal(
+                    fs, seg_dir, first=first, verifier=verifier, prev=prev_seal, prev_leaf=prev_leaf
+                )
+            except LedgerCorrupt as exc:
+                report.problems.append(Problem(exc.path, exc.offset, exc.reason))
+                return refs
+            if offsets != scan.offsets or leaves != bytes(scan.leaves):
+                report.problems.append(Problem(log_path, None, "index does not match the records"))
+                return refs
+            if tree.root() != seal.root or tree.size != seal.tree_size:
+                report.problems.append(
+                    Problem(log_path, None, "records do not give the sealed Merkle root")
+                )
+                return refs
+            report.sealed += 1
+            report.checkpoints += 1
+            prev_seal = seal
+        elif k != len(firsts) - 1:
+            report.problems.append(
+                Problem(log_path, None, "segment is not sealed but later segments exist")
+            )
+            return refs
+        prev_leaf = scan.last_leaf
+    report.root = tree.root()
+    return refs
+
+
+def _check_blobs(blobs: BlobStore, refs: list[bytes], report: VerifyReport) -> None:
+    for problem in blobs.verify_all():
+        report.problems.append(Problem(problem.path, None, problem.reason))
+    count = 0
+    for digest in dict.fromkeys(refs):
+        count += 1
+        if not blobs.exists(digest):
+            report.problems.append(
+                Problem(blobs.path_of(digest), None, "referenced blob is missing")
+            )
+    report.blobs = count
