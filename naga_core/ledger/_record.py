@@ -25,7 +25,7 @@ import hashlib
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from naga.constants import (
     MAX_BLOB_REFS,
@@ -67,6 +67,9 @@ class Entry:
     kind: str
     payload: bytes
     blob_refs: tuple[bytes, ...] = ()
+    # The body after its fixed fields, encoded once by ``of``: an entry
+    # appended many times (or staged on the hot path) is not re-encoded.
+    tail: bytes = field(default=b"", repr=False, compare=False)
 
     @classmethod
     def of(cls, kind: str, payload: bytes, blob_refs: Sequence[bytes] = ()) -> Entry:
@@ -80,8 +83,8 @@ class Entry:
         for r in refs:
             if len(r) != HASH_BYTES:
                 raise InvalidRecord(f"a blob reference is a 32-byte digest, got {len(r)} bytes")
-        entry = cls(kind, bytes(payload), refs)
-        size = _BODY_FIXED.size + len(kind) + 1 + HASH_BYTES * len(refs) + len(payload)
+        entry = cls(kind, bytes(payload), refs, _encode_tail(kind, refs, bytes(payload)))
+        size = _BODY_FIXED.size + len(entry.tail)
         if size > MAX_RECORD_BODY_BYTES:
             raise InvalidRecord(
                 f"record body would be {size} bytes, over the {MAX_RECORD_BODY_BYTES} limit; "
@@ -110,17 +113,13 @@ def leaf_hash_of(body: bytes | memoryview) -> bytes:
     return h.digest()
 
 
+def _encode_tail(kind: str, refs: tuple[bytes, ...], payload: bytes) -> bytes:
+    return b"".join((kind.encode("ascii"), bytes((len(refs),)), *refs, payload))
+
+
 def encode_body(entry: Entry, seq: int, timestamp_ns: int, prev_hash: bytes) -> bytes:
-    kind = entry.kind.encode("ascii")
-    return b"".join(
-        (
-            _BODY_FIXED.pack(seq, timestamp_ns, prev_hash, len(kind)),
-            kind,
-            bytes((len(entry.blob_refs),)),
-            *entry.blob_refs,
-            entry.payload,
-        )
-    )
+    tail = entry.tail or _encode_tail(entry.kind, entry.blob_refs, entry.payload)
+    return _BODY_FIXED.pack(seq, timestamp_ns, prev_hash, len(entry.kind)) + tail
 
 
 def frame(body: bytes, body_crc: int, batch_pos: int, batch_len: int) -> bytes:
