@@ -37,12 +37,15 @@ def verify(_args: argparse.Namespace, home: Home) -> Outcome:
         ],
         "notes": report.notes,
     }
-    lines = [
-        f"records: {report.records} in {report.segments} segments "
-        f"({report.sealed} sealed, checkpoints and consistency proofs verified)",
-        f"blobs referenced: {report.blobs}",
-        f"root: {report.root.hex()}",
-    ]
+    if report.ok:
+        lines = [
+            f"records: {report.records} in {report.segments} segments "
+            f"({report.sealed} sealed; their checkpoints and consistency proofs verified)",
+            f"blobs referenced: {report.blobs}",
+            f"root: {report.root.hex()}",
+        ]
+    else:
+        lines = [f"checked until the first fault: {report.records} records"]
     lines += [f"note: {n}" for n in report.notes]
     lines += [f"FAIL {p}" for p in report.problems]
     lines.append(

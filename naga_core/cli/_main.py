@@ -63,7 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         home = Home.resolve(args.home)
         outcome = handler(args, home)
-    except (LedgerCorrupt, LedgerLocked, NagaError) as exc:
+    except (LedgerCorrupt, LedgerLocked, NagaError, OSError) as exc:
+        # OSError: a file of the home that cannot be read (a directory where
+        # the key file belongs, EIO, EACCES); its message names the path.
         if as_json:
             sys.stdout.write(json.dumps({"ok": False, "error": str(exc)}) + "\n")
         sys.stderr.write(f"naga: {exc}\n")

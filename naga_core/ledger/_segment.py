@@ -320,8 +320,10 @@ def decode_seal(data: bytes) -> tuple[Seal, bytes, bytes]:
         )
     except KeyError as exc:
         raise ValueError(f"seal lacks field {exc}") from None
-    if seal.body() != body:
-        raise ValueError("seal body is not in canonical form")
+    # Only Naga's own spelling is accepted (bytes.fromhex also reads "AB"
+    # as "ab"), so that every changed byte of a seal is a detected change.
+    if seal.body() != body or encode_seal(seal, signature) != data:
+        raise ValueError("seal file is not in canonical form")
     return seal, body, signature
 
 

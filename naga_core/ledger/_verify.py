@@ -14,7 +14,7 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from naga_core.errors import LedgerCorrupt, NagaError, NotFound
+from naga_core.errors import BlobError, LedgerCorrupt, NagaError, NotFound
 from naga_core.ledger._blobs import BlobStore
 from naga_core.ledger._checkpoint import CheckpointVerifier
 from naga_core.ledger._fs import FileSystem
@@ -22,7 +22,12 @@ from naga_core.ledger._merkle import CompactRange
 from naga_core.ledger._projection import read_head, verify_projection
 from naga_core.ledger._record import GENESIS_PREV, Frame, Record, check_frame, decode_body
 from naga_core.ledger._recovery import check_seal, segment_groups
-from naga_core.ledger._segment import SEGMENT_SUFFIX, Seal, scan_segment
+from naga_core.ledger._segment import (
+    INDEX_SUFFIX,
+    SEGMENT_SUFFIX,
+    Seal,
+    scan_segment,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,14 +112,26 @@ def verify_ledger(
     except LedgerCorrupt as exc:
         report.problems.append(Problem(exc.path, exc.offset, exc.reason))
         return report
+    except OSError as exc:
+        report.problems.append(_unreadable(exc, seg_dir))
+        return report
+    if groups and {"log", "idx"} <= groups[last := max(groups)] and "seal" not in groups[last]:
+        debris.append(os.path.join(seg_dir, f"{last:020d}{INDEX_SUFFIX}"))  # a seal cut short
     report.notes += [f"crash debris (removed at next open): {p}" for p in debris]
     source = _Scanned(fs)
-    refs = _check_segments(
-        fs, seg_dir, groups=groups, verifier=verifier, report=report, source=source
-    )
+    try:
+        refs = _check_segments(
+            fs, seg_dir, groups=groups, verifier=verifier, report=report, source=source
+        )
+    except OSError as exc:  # a segment file that cannot be read (EIO, a directory, ...)
+        report.problems.append(_unreadable(exc, seg_dir))
+        refs = []
     report.records = source.size
     if blobs is not None:
-        _check_blobs(blobs, refs, report)
+        try:
+            _check_blobs(blobs, refs, report)
+        except BlobError as exc:
+            report.problems.append(Problem(blobs.root, None, str(exc)))
     if projection_path is not None and report.ok:
         # A projection that lags the log (the writer stopped before catching
         # up) is not damage: compare it with the log up to its own head.
@@ -171,11 +188,18 @@ def _check_segments(
             report.problems.append(Problem(log_path, scan.damage.offset, scan.damage.reason))
             return refs
         if scan.torn is not None:
+            # Only the last, unsealed segment can end in a torn write; the
+            # same fault anywhere else is damage that recovery refuses.
+            torn_tail = k == len(firsts) - 1 and "seal" not in groups[first]
             report.problems.append(
                 Problem(
                     log_path,
                     scan.torn.offset,
-                    f"torn tail ({scan.torn.reason}); `naga ledger recover` cuts it",
+                    f"torn tail ({scan.torn.reason}); `naga ledger recover` cuts it"
+                    if torn_tail
+                    else f"{scan.torn.reason} in the last write of a "
+                    + ("sealed segment" if "seal" in groups[first] else "non-final segment")
+                    + ": damage, not a torn tail",
                 )
             )
             return refs
@@ -211,6 +235,11 @@ def _check_segments(
         prev_leaf = scan.last_leaf
     report.root = tree.root()
     return refs
+
+
+def _unreadable(exc: OSError, fallback: str) -> Problem:
+    path = exc.filename if isinstance(exc.filename, str) else fallback
+    return Problem(path, None, f"cannot read: {exc.strerror or exc}")
 
 
 def _check_blobs(blobs: BlobStore, refs: list[bytes], report: VerifyReport) -> None:
