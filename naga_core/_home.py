@@ -55,8 +55,15 @@ class Home:
 
     def ensure(self) -> None:
         """Create the home (0700) if missing; refuse one that others can read."""
+        created = not os.path.isdir(self.root)
         for d in (self.root, self.keys_dir):
             os.makedirs(d, mode=0o700, exist_ok=True)
+        if created:  # the home's own entry must survive a power cut too
+            fd = os.open(os.path.dirname(self.root) or ".", os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         mode = stat.S_IMODE(os.stat(self.root).st_mode)
         if mode & 0o077:
             raise ConfigError(

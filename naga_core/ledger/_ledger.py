@@ -185,6 +185,8 @@ class Ledger:
 
         Raises :class:`LedgerCorrupt` naming the file, offset and problem
         for anything but a torn tail; ``ledger.report`` says what was cut.
+        An I/O error while recovering raises :class:`LedgerFailed` (never a
+        raw OSError); opening again redoes the recovery.
         """
         fs = fs if fs is not None else OsFileSystem()
         if segment_max_bytes < 4096:
@@ -192,6 +194,18 @@ class Ledger:
         stack = contextlib.ExitStack()
         try:
             state, report = recover(fs, directory, signer.verifier(), blobs, stack)
+        except OSError as exc:
+            stack.close()
+            # Foreign errors are translated where they enter the core
+            # (naga_core.errors): callers catch NagaError, and a raw OSError
+            # would escape them (the CLI would print a traceback). Failing
+            # half-way through recovery loses nothing: every step it takes
+            # (debris removal, cutting a torn tail, syncs) is redone by the
+            # next open.
+            raise LedgerFailed(
+                f"opening the ledger at {directory} failed: {exc}; open it again "
+                "once the disk is healthy (recovery starts over)"
+            ) from exc
         except BaseException:
             stack.close()
             raise
@@ -279,10 +293,23 @@ class Ledger:
                 "(a failed sync is never retried: the data may already be gone)"
             )
             self._pending.clear()
-            if self._active is not None and self._active.handle is not None:
+            active = self._active
+            if active is not None and active.handle is not None:
+                # Cut the segment back to the acknowledged end, best effort.
+                # After a failed fdatasync Linux keeps the unwritten pages in
+                # the page cache, marked clean: a reopen in the same boot
+                # would read this failed write's records although the disk
+                # does not hold them, and acknowledge new records after
+                # them; after a crash the log then shows damage followed by
+                # valid records, which recovery must refuse. Truncating (and
+                # syncing the truncation) makes cache and disk agree again.
+                # This retries no write: it only drops unacknowledged bytes.
                 with contextlib.suppress(OSError):
-                    self._active.handle.close()
-                self._active.handle = None
+                    active.handle.truncate(active.bytes)
+                    active.handle.sync()
+                with contextlib.suppress(OSError):
+                    active.handle.close()
+                active.handle = None
             return failed
 
     def _write(self, batch: list[_Staged]) -> None:
@@ -333,7 +360,11 @@ class Ledger:
     def _start_segment(self, first_seq: int) -> _Active:
         path = os.path.join(self._seg_dir, segment_stem(first_seq) + SEGMENT_SUFFIX)
         handle = self._fs.open(path, "create_new")
-        self._fs.sync_dir(self._seg_dir)
+        try:
+            self._fs.sync_dir(self._seg_dir)
+        except OSError:
+            handle.close()
+            raise
         active = _Active(first_seq=first_seq, path=path, handle=handle, bytes=0)
         with self._lock:
             self._active = active
@@ -427,9 +458,12 @@ class Ledger:
     def read(self, seq: int) -> Record:
         """The durable record ``seq``, checked against its frame and leaf hash."""
         path, offset = self._locate(seq)
-        head = self._fs.read(path, offset, RECORD_HEADER_BYTES)
-        body_len = int.from_bytes(head[8:12], "big") if len(head) == RECORD_HEADER_BYTES else 0
-        data = head + self._fs.read(path, offset + RECORD_HEADER_BYTES, body_len)
+        try:
+            head = self._fs.read(path, offset, RECORD_HEADER_BYTES)
+            n = int.from_bytes(head[8:12], "big") if len(head) == RECORD_HEADER_BYTES else 0
+            data = head + self._fs.read(path, offset + RECORD_HEADER_BYTES, n)
+        except OSError as exc:
+            raise LedgerError(f"reading record {seq} from {path}: {exc}") from exc
         return self._decode_checked(path, offset, memoryview(data), 0, seq)
 
     def iter_records(self, from_seq: int = 0, to_seq: int | None = None) -> Iterator[Record]:
@@ -439,7 +473,10 @@ class Ledger:
         seq = max(from_seq, 0)
         while seq < end:
             path, _ = self._locate(seq)
-            data = memoryview(self._fs.read(path))
+            try:
+                data = memoryview(self._fs.read(path))
+            except OSError as exc:
+                raise LedgerError(f"reading records from {path}: {exc}") from exc
             while seq < end:
                 p, offset = self._locate(seq)
                 if p != path:

@@ -199,6 +199,14 @@ def recover(
     seg_dir = os.path.join(directory, "segments")
     makedirs(fs, seg_dir)
     stack.enter_context(fs.lock(os.path.join(directory, "LOCK")))
+    # What follows trusts every entry it sees, so make them durable first:
+    # an earlier open or writer may have failed between creating a file or
+    # directory and syncing its parent (the entry then lives in the cache
+    # only), and records acknowledged from now on must not sit under a name
+    # a crash can still drop. Syncing a directory with nothing pending is
+    # cheap. The ledger's parent (the home) holds the ledger's own entry.
+    for path in (os.path.dirname(os.path.normpath(directory)) or ".", directory, seg_dir):
+        fs.sync_dir(path)
     groups, debris = segment_groups(fs, seg_dir)
     for path in debris:
         fs.remove(path)

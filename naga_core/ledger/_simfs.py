@@ -336,6 +336,11 @@ class _SimHandle:
         self._file.pending.clear()
         if fault is not None:
             raise fault.error("sync", self._path)
+        # The size, though, is the inode's, and fdatasync persists it (the
+        # FileHandle.sync contract: "data and size"): a truncation or an
+        # extension whose earlier sync failed is durable once one succeeds,
+        # over whatever content the disk has there.
+        _resize(self._file.durable, len(self._file.current))
 
     def size(self) -> int:
         self._begin("size")
