@@ -279,3 +279,37 @@ def test_group_commit_shares_syncs_and_acknowledges_in_order(tmp_path: Path) -> 
     assert sorted(acked) == list(range(320))
     with Ledger.open(d, fixed_signer()) as again:
         assert again.size == 320
+
+
+def test_a_failed_group_commit_fails_every_waiter_and_the_committer() -> None:
+    from naga_core.errors import LedgerFailed
+    from naga_core.ledger import SimulatedFileSystem
+
+    fs = SimulatedFileSystem(seed=1)
+    fs.mkdir("/home")
+    ledger = Ledger.open("/home/ledger", fixed_signer(), fs=fs)
+    ledger.append("before.fault", b"kept")
+    fs.fail("sync", "*.log", times=None)
+    outcomes: list[str] = []
+
+    async def appender(gc: GroupCommitter) -> None:
+        try:
+            await gc.append(Entry.of("gc.doomed", b"x"))
+            outcomes.append("acknowledged")
+        except LedgerFailed:
+            outcomes.append("failed")
+
+    async def main() -> None:
+        gc = GroupCommitter(ledger)
+        with pytest.RaisesGroup(LedgerFailed):  # the committer ends with the failure
+            async with trio.open_nursery() as nursery:
+                await nursery.start(gc.run)
+                for _ in range(5):
+                    nursery.start_soon(appender, gc)
+        with pytest.raises(LedgerFailed):  # and nothing more is accepted
+            await gc.append(Entry.of("gc.after", b""))
+
+    trio.run(main)
+    assert outcomes == ["failed"] * 5
+    assert ledger.read(0).payload == b"kept"
+    ledger.close()
