@@ -155,6 +155,12 @@ def main() -> int:
     ap.add_argument("--count", type=int, default=20000, help="records to append")
     ap.add_argument("--appenders", type=int, default=64, help="concurrent appenders")
     ap.add_argument("--payload-bytes", type=int, default=256)
+    ap.add_argument(
+        "--sweep",
+        type=lambda text: [int(x) for x in text.split(",") if x],
+        default=[1, 16],
+        help="other appender counts to measure too (comma-separated; '' for none)",
+    )
     args = ap.parse_args()
     home = Home.resolve(args.home)
     home.ensure()
@@ -164,22 +170,39 @@ def main() -> int:
     def progress(msg: str) -> None:
         print(f"bench: {msg}", file=sys.stderr, flush=True)
 
-    progress(f"appending {args.count} records with {args.appenders} appenders")
-    ledger = Ledger.open(home.ledger_dir, signer, blobs=blob_store(home))
-    start_size = ledger.size
-    elapsed, lat, commits = trio.run(_ledger_phase, ledger, args.count, args.appenders, payload)
-    sample = ledger.read(ledger.size - 1)
-    framed = 24 + len(sample.body)
-    ledger.close()
+    def measure(appenders: int) -> dict[str, float]:
+        progress(f"appending {args.count} records with {appenders} appenders")
+        ledger = Ledger.open(home.ledger_dir, signer, blobs=blob_store(home))
+        elapsed, lat, commits = trio.run(_ledger_phase, ledger, args.count, appenders, payload)
+        framed = 24 + len(ledger.read(ledger.size - 1).body)
+        ledger.close()
+        progress(f"raw os.write + os.fdatasync baseline, same loop, {appenders} appenders")
+        raw_elapsed, raw_lat = trio.run(
+            _raw_phase,
+            os.path.join(home.root, "raw-baseline.bin"),
+            args.count,
+            appenders,
+            os.urandom(framed),
+        )
+        rate, raw_rate = args.count / elapsed, args.count / raw_elapsed
+        return {
+            "appenders": appenders,
+            "framed_record_bytes": framed,
+            "appends_per_s": round(rate, 1),
+            "syncs": commits,
+            "records_per_sync": round(args.count / max(commits, 1), 1),
+            "ack_latency_ms_p50": round(1000 * statistics.median(lat), 3),
+            "ack_latency_ms_p99": round(1000 * _percentile(lat, 0.99), 3),
+            "raw_appends_per_s": round(raw_rate, 1),
+            "raw_ack_latency_ms_p50": round(1000 * statistics.median(raw_lat), 3),
+            "raw_ack_latency_ms_p99": round(1000 * _percentile(raw_lat, 0.99), 3),
+            "ratio_to_raw": round(rate / raw_rate, 3),
+        }
 
-    progress("raw os.write + os.fdatasync baseline, same batching")
-    raw_elapsed, raw_lat = trio.run(
-        _raw_phase,
-        os.path.join(home.root, "raw-baseline.bin"),
-        args.count,
-        args.appenders,
-        os.urandom(framed),
-    )
+    with Ledger.open(home.ledger_dir, signer) as existing:
+        start_size = existing.size
+    main_run = measure(args.appenders)
+    sweep = [measure(n) for n in args.sweep if n != args.appenders]
 
     progress("recovery scan")
     scanned, scanned_records, scan_s = _scan_all(os.path.join(home.ledger_dir, "segments"))
@@ -194,24 +217,13 @@ def main() -> int:
     total_records = reopened.size
     reopened.close()
 
-    rate = args.count / elapsed
-    raw_rate = args.count / raw_elapsed
     result = {
         "benchmark": "ledger_append",
         "home": home.root,
         "records": args.count,
-        "appenders": args.appenders,
         "payload_bytes": args.payload_bytes,
-        "framed_record_bytes": framed,
-        "appends_per_s": round(rate, 1),
-        "syncs": commits,
-        "records_per_sync": round(args.count / max(commits, 1), 1),
-        "ack_latency_ms_p50": round(1000 * statistics.median(lat), 3),
-        "ack_latency_ms_p99": round(1000 * _percentile(lat, 0.99), 3),
-        "raw_appends_per_s": round(raw_rate, 1),
-        "raw_ack_latency_ms_p50": round(1000 * statistics.median(raw_lat), 3),
-        "raw_ack_latency_ms_p99": round(1000 * _percentile(raw_lat, 0.99), 3),
-        "ratio_to_raw": round(rate / raw_rate, 3),
+        **main_run,
+        "sweep": sweep,
         "recovery_scan_mb_per_s": round(scanned / scan_s / 1e6, 1),
         "recovery_scan_records_per_s": round(scanned_records / scan_s, 1),
         "open_s": round(open_s, 4),
