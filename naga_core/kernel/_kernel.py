@@ -1,0 +1,314 @@
+"""The kernel: every state change is an effect journaled in the ledger.
+
+Write-ahead, for every form: the effect (forward and inverse state ops, the
+world actions it runs and those that undo them) is made durable first, then
+its world actions run, then a small ``kernel.applied`` marker is appended.
+State ops need no marker: the kernel's state is a pure function of the
+ledger. On open, an effect without its marker has its world actions run again
+(handlers are idempotent) and an acquired resource with no release is
+released: a crash leaves every effect either not journaled or fully applied.
+
+Rollback to P undoes every effect after P, last first, as one ROLLBACK effect
+whose forward ops are the net change back to the state at P and whose
+inverse ops are the net change forward again: replaying the ledger (rollback
+records included) gives exactly the state at P, and rolling back the rollback
+is an ordinary rollback.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from naga.v1 import kernel_pb2 as pb
+from naga_core.errors import NotFound
+from naga_core.kernel._state import KernelError, Scalar, State, from_value, set_op, to_value
+from naga_core.ledger import Ledger
+
+EFFECT_KIND = "kernel.effect"
+APPLIED_KIND = "kernel.applied"
+
+ActionHandler = Callable[[Mapping[str, Scalar]], None]
+
+
+class Actions:
+    """Named world-action handlers. Each must be idempotent."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, ActionHandler] = {}
+
+    def register(self, name: str, handler: ActionHandler) -> None:
+        if name in self._handlers:
+            raise KernelError(f"action {name!r} is already registered")
+        self._handlers[name] = handler
+
+    def run(self, action: pb.Action) -> None:
+        handler = self._handlers.get(action.name)
+        if handler is None:
+            raise KernelError(f"no handler for action {action.name!r}")
+        handler({k: from_value(v) for k, v in sorted(action.args.items())})
+
+
+def action(name: str, **args: Scalar) -> pb.Action:
+    """Build an :class:`Action` message from keyword arguments."""
+    msg = pb.Action(name=name)
+    for k, v in args.items():
+        msg.args[k].CopyFrom(to_value(v))
+    return msg
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    family: str
+    key: str
+    before: Scalar | None
+    after: Scalar | None
+
+
+@dataclass(frozen=True, slots=True)
+class RollbackPreview:
+    """What ``rollback(to_seq)`` would do, without doing it."""
+
+    to_seq: int
+    through_seq: int
+    effects: int
+    changes: tuple[Change, ...]
+    world_actions: tuple[pb.Action, ...]
+    irreversible: tuple[int, ...]
+
+
+class Kernel:
+    """Kernel state over one ledger. Build with :meth:`open`."""
+
+    def __init__(self, ledger: Ledger, actions: Actions) -> None:
+        self._ledger = ledger
+        self._actions = actions
+        self.state = State()
+        self._effect_seqs: list[int] = []  # seqs of kernel.effect records, ascending
+        self._open_brackets: dict[int, pb.Effect] = {}
+        self.recovered: list[str] = []
+
+    @classmethod
+    def open(cls, ledger: Ledger, actions: Actions) -> Kernel:
+        """Rebuild state from the ledger and finish what a crash interrupted."""
+        kernel = cls(ledger, actions)
+        unapplied: dict[int, pb.Effect] = {}
+        for rec in ledger.iter_records():
+            if rec.kind == EFFECT_KIND:
+                effect = _parse(rec.payload, rec.seq)
+                kernel._absorb(rec.seq, effect)
+                if effect.do:
+                    unapplied[rec.seq] = effect
+            elif rec.kind == APPLIED_KIND:
+                unapplied.pop(int.from_bytes(rec.payload, "big"), None)
+        for seq, effect in unapplied.items():
+            for act in effect.do:
+                actions.run(act)
+            ledger.append(APPLIED_KIND, seq.to_bytes(8, "big"))
+            kernel.recovered.append(f"re-ran the world actions of effect {seq}")
+        for seq, effect in list(kernel._open_brackets.items()):
+            kernel._release(seq, effect, "released on recovery: acquired before a crash")
+            kernel.recovered.append(f"released the resource acquired by effect {seq}")
+        return kernel
+
+    def _absorb(self, seq: int, effect: pb.Effect) -> None:
+        self.state.apply(effect.forward)
+        self._effect_seqs.append(seq)
+        if effect.form == pb.EFFECT_FORM_ACQUIRE:
+            self._open_brackets[seq] = effect
+        elif effect.form == pb.EFFECT_FORM_RELEASE:
+            self._open_brackets.pop(effect.bracket, None)
+        elif effect.form == pb.EFFECT_FORM_ROLLBACK:
+            # Brackets opened after the rollback point are closed by it.
+            for acq in [s for s in self._open_brackets if s > effect.rollback_to]:
+                del self._open_brackets[acq]
+
+    def _journal(self, effect: pb.Effect) -> int:
+        payload = effect.SerializeToString(deterministic=True)
+        seq = self._ledger.append(EFFECT_KIND, payload).seq
+        self._absorb(seq, effect)
+        if effect.do:
+            for act in effect.do:
+                self._actions.run(act)
+            self._ledger.append(APPLIED_KIND, seq.to_bytes(8, "big"))
+        return seq
+
+    # --- the three forms -------------------------------------------------------
+
+    def register(
+        self, family: str, key: str, value: Scalar | None, *, description: str = ""
+    ) -> int:
+        """Set (or, with None, remove) one entry; the inverse is derived."""
+        forward = [set_op(family, key, value)]
+        return self._journal(
+            pb.Effect(
+                form=pb.EFFECT_FORM_REGISTER,
+                description=description or f"set {family}/{key}",
+                forward=forward,
+                inverse=self.state.inverse_of(forward),
+            )
+        )
+
+    def perform(
+        self,
+        do: Sequence[pb.Action],
+        undo: Sequence[pb.Action] | None,
+        *,
+        description: str,
+        forward: Iterable[pb.SetOp] = (),
+    ) -> int:
+        """Run world actions with their author's inverse (``undo``); ``None``
+        marks the effect irreversible: rollbacks report it, never fake it."""
+        ops = list(forward)
+        return self._journal(
+            pb.Effect(
+                form=pb.EFFECT_FORM_PERFORM,
+                description=description,
+                forward=ops,
+                inverse=self.state.inverse_of(ops),
+                do=list(do),
+                undo=list(undo or ()),
+                irreversible=undo is None,
+            )
+        )
+
+    @contextlib.contextmanager
+    def bracket(
+        self, acquire: pb.Action, release: pb.Action, *, description: str
+    ) -> Generator[int]:
+        """Acquire, use, release; a crash in between is released on open."""
+        seq = self._journal(
+            pb.Effect(
+                form=pb.EFFECT_FORM_ACQUIRE,
+                description=description,
+                do=[acquire],
+                undo=[release],
+            )
+        )
+        try:
+            yield seq
+        finally:
+            effect = self._open_brackets.get(seq)
+            if effect is not None:
+                self._release(seq, effect, f"release: {description}")
+
+    def _release(self, acquire_seq: int, acquired: pb.Effect, description: str) -> int:
+        return self._journal(
+            pb.Effect(
+                form=pb.EFFECT_FORM_RELEASE,
+                description=description,
+                bracket=acquire_seq,
+                do=list(acquired.undo),
+                undo=list(acquired.do),
+            )
+        )
+
+    # --- rollback ----------------------------------------------------------------
+
+    def _effects_after(self, to_seq: int) -> list[tuple[int, pb.Effect]]:
+        if to_seq >= self._ledger.size:
+            raise NotFound(f"no ledger entry {to_seq}: the ledger has {self._ledger.size}")
+        if to_seq < -1:
+            raise KernelError("rollback target must be a ledger seq (or -1 for the start)")
+        start = bisect.bisect_right(self._effect_seqs, to_seq)
+        return [
+            (seq, _parse(self._ledger.read(seq).payload, seq)) for seq in self._effect_seqs[start:]
+        ]
+
+    def _plan(self, to_seq: int) -> tuple[pb.Effect, RollbackPreview]:
+        effects = self._effects_after(to_seq)
+        target = self.state.fork()
+        undo_world: list[pb.Action] = []
+        redo_world: list[pb.Action] = []
+        irreversible: list[int] = []
+        for seq, effect in reversed(effects):  # last first
+            target.apply(effect.inverse)
+            if effect.irreversible:
+                irreversible.append(seq)
+            else:
+                undo_world.extend(effect.undo)
+        for _seq, effect in effects:
+            if not effect.irreversible:
+                redo_world.extend(effect.do)
+        changed = sorted(k for k in target.touched() if self.state.get(k) != target.get(k))
+        forward = [set_op(f, k, target.get((f, k))) for f, k in changed]
+        inverse = [set_op(f, k, self.state.get((f, k))) for f, k in changed]
+        through = self._ledger.size - 1
+        effect = pb.Effect(
+            form=pb.EFFECT_FORM_ROLLBACK,
+            description=f"rollback to {to_seq}",
+            forward=forward,
+            inverse=inverse,
+            do=undo_world,
+            undo=redo_world,
+            rollback_to=max(to_seq, 0),
+            rollback_through=through,
+            irreversible_seqs=irreversible,
+        )
+        preview = RollbackPreview(
+            to_seq=to_seq,
+            through_seq=through,
+            effects=len(effects),
+            changes=tuple(
+                Change(f, k, self.state.get((f, k)), target.get((f, k))) for f, k in changed
+            ),
+            world_actions=tuple(undo_world),
+            irreversible=tuple(irreversible),
+        )
+        return effect, preview
+
+    def preview_rollback(self, to_seq: int) -> RollbackPreview:
+        """Dry run: what would change, which actions would run, what cannot be undone."""
+        return self._plan(to_seq)[1]
+
+    def rollback(self, to_seq: int) -> tuple[int, RollbackPreview]:
+        """Keep entry ``to_seq``, undo every later effect (last first); the
+        rollback is itself an effect. Returns its seq and what it did."""
+        effect, preview = self._plan(to_seq)
+        return self._journal(effect), preview
+
+    def seq_at_time(self, timestamp_ns: int) -> int:
+        """The last ledger seq written at or before ``timestamp_ns`` (-1 if none)."""
+        lo, hi = 0, self._ledger.size
+        while lo < hi:  # timestamps never go backwards in the ledger
+            mid = (lo + hi) // 2
+            if self._ledger.read(mid).timestamp_ns <= timestamp_ns:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo - 1
+
+
+def _parse(payload: bytes, seq: int) -> pb.Effect:
+    effect = pb.Effect()
+    try:
+        effect.ParseFromString(payload)
+    except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError (a bare Exception subclass)
+        raise KernelError(f"ledger entry {seq} is not a kernel effect: {exc}") from None
+    if effect.form == pb.EFFECT_FORM_UNSPECIFIED:
+        raise KernelError(f"ledger entry {seq} has no effect form")
+    return effect
+
+
+def replay(ledger: Ledger, upto: int | None = None) -> State:
+    """The kernel state from the ledger alone, through entry ``upto``."""
+    state = State()
+    end = ledger.size if upto is None else upto + 1
+    for rec in ledger.iter_records(0, end):
+        if rec.kind == EFFECT_KIND:
+            state.apply(_parse(rec.payload, rec.seq).forward)
+    return state
+
+
+__all__ = [
+    "APPLIED_KIND",
+    "EFFECT_KIND",
+    "Actions",
+    "Change",
+    "Kernel",
+    "RollbackPreview",
+    "action",
+    "replay",
+]

@@ -1,0 +1,123 @@
+"""Kernel state: typed entries in families, and the pure ops that change it.
+
+State is a mapping ``(family, key) -> scalar``. It changes only through
+:class:`~naga.v1.kernel_pb2.SetOp` lists carried by ledger effects, so the
+state at any ledger position is a pure function of the ledger (replay), and
+the inverse of a registration is derived by reading the entry before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+
+from naga.v1 import kernel_pb2 as pb
+from naga_core.errors import NagaError
+
+Scalar = str | int | float | bool | bytes
+Key = tuple[str, str]
+
+
+class KernelError(NagaError):
+    """A kernel operation was refused."""
+
+
+def to_value(value: Scalar) -> pb.Value:
+    # bool before int: bool is an int subclass.
+    if isinstance(value, bool):
+        return pb.Value(flag=value)
+    if isinstance(value, int):
+        if not -(1 << 63) <= value < (1 << 63):
+            raise KernelError(f"integer {value} does not fit 64 bits")
+        return pb.Value(integer=value)
+    if isinstance(value, float):
+        return pb.Value(real=value)
+    if isinstance(value, str):
+        return pb.Value(text=value)
+    if isinstance(value, bytes):  # pyright: ignore[reportUnnecessaryIsInstance]
+        return pb.Value(raw=value)
+    raise KernelError(f"unsupported value type {type(value).__name__}")
+
+
+def from_value(value: pb.Value) -> Scalar:
+    which = value.WhichOneof("kind")
+    if which is None:
+        raise KernelError("value has no kind")
+    result: Scalar = getattr(value, which)
+    return result
+
+
+def set_op(family: str, key: str, value: Scalar | None) -> pb.SetOp:
+    if not family or not key:
+        raise KernelError("family and key must not be empty")
+    if value is None:
+        return pb.SetOp(family=family, key=key)
+    return pb.SetOp(family=family, key=key, value=to_value(value))
+
+
+class State(Mapping[Key, Scalar]):
+    """Mutable kernel state; read-only to everything but the kernel.
+
+    ``fork()`` gives a copy-on-write child (shadow branches): reads fall
+    through to the parent until a key is written in the child.
+    """
+
+    __slots__ = ("_data", "_deleted", "_parent")
+
+    def __init__(self, parent: State | None = None) -> None:
+        self._data: dict[Key, Scalar] = {}
+        self._deleted: set[Key] = set()
+        self._parent = parent
+
+    def fork(self) -> State:
+        return State(self)
+
+    def __getitem__(self, key: Key) -> Scalar:
+        if key in self._data:
+            return self._data[key]
+        if key in self._deleted or self._parent is None:
+            raise KeyError(key)
+        return self._parent[key]
+
+    def __iter__(self) -> Iterator[Key]:
+        seen = set(self._data)
+        yield from sorted(self._data)
+        if self._parent is not None:
+            for k in self._parent:
+                if k not in seen and k not in self._deleted:
+                    yield k
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def apply(self, ops: Iterable[pb.SetOp]) -> None:
+        for op in ops:
+            key = (op.family, op.key)
+            if op.HasField("value"):
+                self._data[key] = from_value(op.value)
+                self._deleted.discard(key)
+            else:
+                self._data.pop(key, None)
+                if self._parent is not None:
+                    self._deleted.add(key)
+
+    def inverse_of(self, ops: Iterable[pb.SetOp]) -> list[pb.SetOp]:
+        """The ops that undo ``ops`` from this state (read before applying)."""
+        shadow = self.fork()
+        undo: list[pb.SetOp] = []
+        for op in ops:
+            key = (op.family, op.key)
+            old = shadow.get(key)
+            undo.append(set_op(op.family, op.key, old))
+            shadow.apply([op])
+        undo.reverse()
+        return undo
+
+    def touched(self) -> set[Key]:
+        """Keys written or removed in this layer (not the parent's)."""
+        return set(self._data) | self._deleted
+
+    def snapshot(self) -> dict[Key, Scalar]:
+        return {k: self[k] for k in self}
+
+    def family(self, family: str) -> dict[str, Scalar]:
+        return {k[1]: v for k, v in self.snapshot().items() if k[0] == family}

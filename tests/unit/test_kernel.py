@@ -1,0 +1,96 @@
+"""The kernel's effect forms and rollback, by example (properties live in
+tests/property/test_reversibility.py)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from naga_core.errors import NotFound
+from naga_core.kernel._kernel import Actions, Kernel, action, replay
+from naga_core.kernel._state import Scalar
+from naga_core.ledger import Ledger
+from tests.ledger_helpers import fixed_signer
+
+
+def world_actions(world: dict[str, Scalar]) -> Actions:
+    acts = Actions()
+
+    def put(args: Mapping[str, Scalar]) -> None:
+        world[str(args["k"])] = args["v"]
+
+    def remove(args: Mapping[str, Scalar]) -> None:
+        world.pop(str(args["k"]), None)
+
+    acts.register("w.set", put)
+    acts.register("w.del", remove)
+    return acts
+
+
+def test_rollback_undoes_last_first_reports_irreversible_and_can_be_undone(tmp_path: Path) -> None:
+    world: dict[str, Scalar] = {}
+    acts = world_actions(world)
+    d = str(tmp_path / "l")
+    with Ledger.open(d, fixed_signer()) as ledger:
+        k = Kernel.open(ledger, acts)
+        keep = k.register("setting", "model", "small")
+        k.register("trust", "alice", "owner")
+        k.perform([action("w.set", k="f", v="1")], [action("w.del", k="f")], description="write f")
+        k.register("setting", "model", "big")
+        sent = k.perform([action("w.set", k="msg", v="hi")], None, description="send a message")
+
+        preview = k.preview_rollback(keep)
+        assert preview.irreversible == (sent,)
+        assert {(c.family, c.key, c.before, c.after) for c in preview.changes} == {
+            ("setting", "model", "big", "small"),
+            ("trust", "alice", "owner", None),
+        }
+        assert k.state.snapshot() == {("setting", "model"): "big", ("trust", "alice"): "owner"}
+
+        rb, _ = k.rollback(keep)
+        assert k.state.snapshot() == {("setting", "model"): "small"}
+        assert world == {"msg": "hi"}  # the sent message stays sent
+        assert replay(ledger).snapshot() == replay(ledger, keep).snapshot()
+
+        k.rollback(rb - 1)  # roll back the rollback
+        assert k.state.snapshot() == {("setting", "model"): "big", ("trust", "alice"): "owner"}
+        assert world == {"msg": "hi", "f": "1"}
+        before_restart = k.state.snapshot()
+    with Ledger.open(d, fixed_signer()) as ledger:
+        again = Kernel.open(ledger, acts)
+        assert again.state.snapshot() == before_restart
+        assert again.recovered == []
+
+
+def test_rollback_past_the_end_is_not_found(tmp_path: Path) -> None:
+    with Ledger.open(str(tmp_path / "l"), fixed_signer()) as ledger:
+        k = Kernel.open(ledger, Actions())
+        k.register("setting", "a", 1)
+        with pytest.raises(NotFound):
+            k.rollback(5)
+
+
+def test_a_bracket_left_open_by_a_crash_is_released_on_open(tmp_path: Path) -> None:
+    world: dict[str, Scalar] = {}
+    acts = world_actions(world)
+    d = str(tmp_path / "l")
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child dies inside the bracket
+        try:
+            ledger = Ledger.open(d, fixed_signer())
+            k = Kernel.open(ledger, acts)
+            with k.bracket(
+                action("w.set", k="lock", v="held"), action("w.del", k="lock"), description="lock"
+            ):
+                os._exit(0)
+        finally:
+            os._exit(1)
+    assert os.waitpid(pid, 0)[1] == 0
+    world["lock"] = "held"  # what the dead process left in the world
+    with Ledger.open(d, fixed_signer()) as ledger:
+        k = Kernel.open(ledger, acts)
+        assert world == {}
+        assert k.recovered == ["released the resource acquired by effect 0"]
