@@ -200,9 +200,13 @@ class Effect(_message.Message):
     rollbacks report such effects instead of pretending.
     """
     rollback_to: _builtins.int
-    """ROLLBACK: the ledger seq kept; every later effect was undone."""
+    """ROLLBACK: the ledger seq kept; every later effect was undone. -1 means
+    before the first entry (everything undone).
+    """
     rollback_through: _builtins.int
-    """ROLLBACK: the last seq it undid (the ledger end when it ran)."""
+    """ROLLBACK: the last seq it undid (the ledger end when it ran; -1 for an
+    empty ledger).
+    """
     bracket: _builtins.int
     """RELEASE: the seq of the ACQUIRE it closes."""
     @_builtins.property

@@ -1,9 +1,61 @@
-"""The Naga kernel (SPEC section 4, "L0 kernel and ledger").
+"""The Naga kernel (SPEC section 4, "L0 kernel and ledger"; docs/design/kernel.md).
 
-The bottom of the kernel is :mod:`naga_core.kernel._components`, a pure
-lifecycle planner for declarative components: given what is registered,
-enabled, known to exist (facts) and known to be broken, it says which
-components should run and returns the ordered start/stop plan that gets the
-runtime there. It does no I/O; the runtime that drives it journals every
-activation and deactivation it performs as a ledger effect.
+Every state change is an effect journaled in the ledger: registrations with
+derived inverses, performs with their author's inverse (or marked
+irreversible), brackets released after a crash, and rollbacks that are
+effects themselves. State families built on it: typed settings, the trust
+table with its ratchet (INV-6), shadow branches. The lifecycle planner for
+declarative components (INV-1) sits at the bottom, pure.
+
+Composition roots open the kernel with :func:`open_kernel`, which wires the
+privilege ratchets; ``Kernel.open`` alone enforces none.
 """
+
+from naga_core.kernel._branch import Branch, open_branch
+from naga_core.kernel._components import ComponentSpec, LifecyclePlanner, one_shot
+from naga_core.kernel._kernel import (
+    Actions,
+    Change,
+    Kernel,
+    OwnerRequired,
+    RollbackPreview,
+    action,
+    replay,
+)
+from naga_core.kernel._settings import DEFAULT_SETTINGS, Settings, SettingSpec
+from naga_core.kernel._state import KernelError, State
+from naga_core.kernel._trust import TrustLevel, TrustTable, trust_raises
+from naga_core.ledger import Ledger
+
+RATCHETS = (trust_raises,)
+
+
+def open_kernel(ledger: Ledger, actions: Actions) -> Kernel:
+    """The kernel over ``ledger`` with every privilege ratchet in force."""
+    return Kernel.open(ledger, actions, ratchets=RATCHETS)
+
+
+__all__ = [
+    "DEFAULT_SETTINGS",
+    "RATCHETS",
+    "Actions",
+    "Branch",
+    "Change",
+    "ComponentSpec",
+    "Kernel",
+    "KernelError",
+    "LifecyclePlanner",
+    "OwnerRequired",
+    "RollbackPreview",
+    "SettingSpec",
+    "Settings",
+    "State",
+    "TrustLevel",
+    "TrustTable",
+    "action",
+    "one_shot",
+    "open_branch",
+    "open_kernel",
+    "replay",
+    "trust_raises",
+]

@@ -38,7 +38,7 @@ from typing import Protocol
 
 from naga.v1 import kernel_pb2 as pb
 from naga_core.kernel._kernel import Change, Kernel
-from naga_core.kernel._state import KernelError, Key, Scalar, State, set_op, to_value
+from naga_core.kernel._state import KernelError, Key, Scalar, State, same_value, set_op
 from naga_core.kernel._trust import TrustRaiseRefused, trust_raises
 from naga_core.ledger import Ledger
 
@@ -90,15 +90,7 @@ class BranchStatus(enum.Enum):
     DISCARDED = "discarded"
 
 
-def same(a: Scalar | None, b: Scalar | None) -> bool:
-    """Equal as journaled kernel values, as the kernel's rollback compares
-    them: ``1``, ``1.0`` and ``True`` are three values, so are ``0.0`` and
-    ``-0.0``; a NaN equals itself."""
-    if a is None or b is None:
-        return a is b
-    return to_value(a).SerializeToString(deterministic=True) == to_value(b).SerializeToString(
-        deterministic=True
-    )
+same = same_value
 
 
 def open_branch(kernel: Kernel, at_seq: int | None = None) -> Branch:

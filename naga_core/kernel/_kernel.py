@@ -24,13 +24,25 @@ from dataclasses import dataclass
 
 from naga.v1 import kernel_pb2 as pb
 from naga_core.errors import NotFound
-from naga_core.kernel._state import KernelError, Scalar, State, from_value, set_op, to_value
+from naga_core.kernel._state import (
+    KernelError,
+    Scalar,
+    State,
+    from_value,
+    same_value,
+    set_op,
+    to_value,
+)
 from naga_core.ledger import Ledger
 
 EFFECT_KIND = "kernel.effect"
 APPLIED_KIND = "kernel.applied"
 
 ActionHandler = Callable[[Mapping[str, Scalar]], None]
+
+
+class OwnerRequired(KernelError):
+    """The operation would raise a privilege, which only the owner may do (INV-6)."""
 
 
 class Actions:
@@ -67,6 +79,10 @@ class Change:
     after: Scalar | None
 
 
+#: Finds the changes that raise a privilege (e.g. trust_raises in _trust).
+Ratchet = Callable[[Sequence[Change]], Sequence[Change]]
+
+
 @dataclass(frozen=True, slots=True)
 class RollbackPreview:
     """What ``rollback(to_seq)`` would do, without doing it."""
@@ -79,21 +95,36 @@ class RollbackPreview:
     irreversible: tuple[int, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class _InForce:
+    """A reversible effect whose world part is in force, on top of those in
+    force before it: a persistent stack, so the stacks after every effect
+    share their common parts."""
+
+    seq: int
+    below: _InForce | None
+    depth: int
+
+
 class Kernel:
     """Kernel state over one ledger. Build with :meth:`open`."""
 
-    def __init__(self, ledger: Ledger, actions: Actions) -> None:
+    def __init__(
+        self, ledger: Ledger, actions: Actions, *, ratchets: Sequence[Ratchet] = ()
+    ) -> None:
+        self._ratchets = tuple(ratchets)
         self._ledger = ledger
         self._actions = actions
         self.state = State()
         self._effect_seqs: list[int] = []  # seqs of kernel.effect records, ascending
+        self._in_force: list[_InForce | None] = []  # the stack after each of them
         self._open_brackets: dict[int, pb.Effect] = {}
         self.recovered: list[str] = []
 
     @classmethod
-    def open(cls, ledger: Ledger, actions: Actions) -> Kernel:
+    def open(cls, ledger: Ledger, actions: Actions, *, ratchets: Sequence[Ratchet] = ()) -> Kernel:
         """Rebuild state from the ledger and finish what a crash interrupted."""
-        kernel = cls(ledger, actions)
+        kernel = cls(ledger, actions, ratchets=ratchets)
         unapplied: dict[int, pb.Effect] = {}
         for rec in ledger.iter_records():
             if rec.kind == EFFECT_KIND:
@@ -113,16 +144,28 @@ class Kernel:
             kernel.recovered.append(f"released the resource acquired by effect {seq}")
         return kernel
 
+    def _in_force_at(self, seq: int) -> _InForce | None:
+        i = bisect.bisect_right(self._effect_seqs, seq) - 1
+        return self._in_force[i] if i >= 0 else None
+
     def _absorb(self, seq: int, effect: pb.Effect) -> None:
         self.state.apply(effect.forward)
+        if effect.form == pb.EFFECT_FORM_ROLLBACK:
+            top = self._in_force_at(effect.rollback_to)
+        else:
+            top = self._in_force[-1] if self._in_force else None
+            if not effect.irreversible and (effect.do or effect.undo):
+                top = _InForce(seq, top, top.depth + 1 if top else 1)
         self._effect_seqs.append(seq)
+        self._in_force.append(top)
         if effect.form == pb.EFFECT_FORM_ACQUIRE:
             self._open_brackets[seq] = effect
         elif effect.form == pb.EFFECT_FORM_RELEASE:
             self._open_brackets.pop(effect.bracket, None)
         elif effect.form == pb.EFFECT_FORM_ROLLBACK:
             # Brackets opened after the rollback point are closed by it.
-            for acq in [s for s in self._open_brackets if s > effect.rollback_to]:
+            kept = effect.rollback_to
+            for acq in [s for s in self._open_brackets if s > kept]:
                 del self._open_brackets[acq]
 
     def _journal(self, effect: pb.Effect) -> int:
@@ -220,19 +263,43 @@ class Kernel:
     def _plan(self, to_seq: int) -> tuple[pb.Effect, RollbackPreview]:
         effects = self._effects_after(to_seq)
         target = self.state.fork()
-        undo_world: list[pb.Action] = []
-        redo_world: list[pb.Action] = []
         irreversible: list[int] = []
         for seq, effect in reversed(effects):  # last first
             target.apply(effect.inverse)
             if effect.irreversible:
                 irreversible.append(seq)
-            else:
-                undo_world.extend(effect.undo)
-        for _seq, effect in effects:
-            if not effect.irreversible:
-                redo_world.extend(effect.do)
-        changed = sorted(k for k in target.touched() if self.state.get(k) != target.get(k))
+        # World part: from the reversible effects in force now to those in
+        # force at to_seq, through their last common one: undo the ones to
+        # leave (last first), redo the ones to enter (first first). It used to
+        # be every later effect's undo, earlier rollbacks included, whose own
+        # lists held those of the rollbacks before them twice over (undo and
+        # redo): the lists doubled with each rollback into a range holding
+        # earlier ones (stepping forward through history, or rolling back to
+        # the same point again) until the record passed the ledger's size
+        # limit (after about 16) and rollback refused.
+        now, then = (self._in_force[-1] if self._in_force else None), self._in_force_at(to_seq)
+        leave: list[int] = []  # last first
+        enter: list[int] = []  # last first
+        while now is not then:
+            if now is not None and (then is None or now.depth >= then.depth):
+                leave.append(now.seq)
+                now = now.below
+            elif then is not None:
+                enter.append(then.seq)
+                then = then.below
+        known = dict(effects)
+
+        def eff(seq: int) -> pb.Effect:
+            found = known.get(seq)
+            return found if found is not None else _parse(self._ledger.read(seq).payload, seq)
+
+        undo_world = [a for s in leave for a in eff(s).undo]
+        undo_world += [a for s in reversed(enter) for a in eff(s).do]
+        redo_world = [a for s in enter for a in eff(s).undo]
+        redo_world += [a for s in reversed(leave) for a in eff(s).do]
+        changed = sorted(
+            k for k in target.touched() if not same_value(self.state.get(k), target.get(k))
+        )
         forward = [set_op(f, k, target.get((f, k))) for f, k in changed]
         inverse = [set_op(f, k, self.state.get((f, k))) for f, k in changed]
         through = self._ledger.size - 1
@@ -243,7 +310,7 @@ class Kernel:
             inverse=inverse,
             do=undo_world,
             undo=redo_world,
-            rollback_to=max(to_seq, 0),
+            rollback_to=to_seq,
             rollback_through=through,
             irreversible_seqs=irreversible,
         )
@@ -263,10 +330,18 @@ class Kernel:
         """Dry run: what would change, which actions would run, what cannot be undone."""
         return self._plan(to_seq)[1]
 
-    def rollback(self, to_seq: int) -> tuple[int, RollbackPreview]:
+    def rollback(self, to_seq: int, *, by_owner: bool = False) -> tuple[int, RollbackPreview]:
         """Keep entry ``to_seq``, undo every later effect (last first); the
         rollback is itself an effect. Returns its seq and what it did."""
         effect, preview = self._plan(to_seq)
+        # INV-6: a rollback can bring back a privilege that was lowered since
+        # (a peer's trust, a mode). Privileges never rise without the owner.
+        raised = [c for ratchet in self._ratchets for c in ratchet(preview.changes)]
+        if raised and not by_owner:
+            what = ", ".join(f"{c.family}/{c.key}: {c.before!r} -> {c.after!r}" for c in raised)
+            raise OwnerRequired(
+                f"rolling back to {to_seq} would raise privileges ({what}); only the owner can"
+            )
         return self._journal(effect), preview
 
     def seq_at_time(self, timestamp_ns: int) -> int:

@@ -46,6 +46,16 @@ def from_value(value: pb.Value) -> Scalar:
     return result
 
 
+def same_value(a: Scalar | None, b: Scalar | None) -> bool:
+    """Equal as journaled values. Not ``==``: Python has ``1 == True == 1.0``
+    and ``0.0 == -0.0`` (different values once journaled), and NaN != NaN."""
+    if a is None or b is None:
+        return a is b
+    return to_value(a).SerializeToString(deterministic=True) == to_value(b).SerializeToString(
+        deterministic=True
+    )
+
+
 def set_op(family: str, key: str, value: Scalar | None) -> pb.SetOp:
     if not family or not key:
         raise KernelError("family and key must not be empty")

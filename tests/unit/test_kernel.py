@@ -94,3 +94,19 @@ def test_a_bracket_left_open_by_a_crash_is_released_on_open(tmp_path: Path) -> N
         k = Kernel.open(ledger, acts)
         assert world == {}
         assert k.recovered == ["released the resource acquired by effect 0"]
+
+
+def test_a_rollback_that_would_raise_trust_needs_the_owner(tmp_path: Path) -> None:
+    from naga_core.kernel import OwnerRequired, TrustLevel, TrustTable, open_kernel
+
+    with Ledger.open(str(tmp_path / "l"), fixed_signer()) as ledger:
+        k = open_kernel(ledger, Actions())
+        trust = TrustTable(k)
+        trust.set("wechat:bob", TrustLevel.KNOWN, by_owner=True)
+        before_lowering = ledger.size - 1
+        trust.lower("wechat:bob", TrustLevel.GUEST, "sent a prompt injection")
+        with pytest.raises(OwnerRequired, match="wechat:bob"):
+            k.rollback(before_lowering)
+        assert trust.level("wechat:bob") is TrustLevel.GUEST  # nothing changed
+        k.rollback(before_lowering, by_owner=True)
+        assert trust.level("wechat:bob") is TrustLevel.KNOWN
