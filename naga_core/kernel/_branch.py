@@ -96,7 +96,7 @@ same = same_value
 def open_branch(kernel: Kernel, at_seq: int | None = None) -> Branch:
     """A branch of ``kernel``'s state after ledger entry ``at_seq`` (default:
     the head; ``-1``: before the first entry). Raises ``NotFound`` past the end."""
-    ledger = _ledger_of(kernel)
+    ledger = kernel.ledger
     # A past seq is checked by the first pin (preview_rollback raises).
     return Branch(kernel, ledger, ledger.size - 1 if at_seq is None else at_seq)
 
@@ -281,11 +281,6 @@ class _View(Mapping[Key, Scalar]):
 
     def __len__(self) -> int:
         return len(self._current())
-
-
-def _ledger_of(kernel: Kernel) -> Ledger:
-    # Kernel has no public accessor for its ledger yet (asked for: Kernel.ledger).
-    return kernel._ledger  # pyright: ignore[reportPrivateUsage]
 
 
 __all__ = [

@@ -144,6 +144,11 @@ class Kernel:
             kernel.recovered.append(f"released the resource acquired by effect {seq}")
         return kernel
 
+    @property
+    def ledger(self) -> Ledger:
+        """The ledger this kernel journals to (read it; write through the kernel)."""
+        return self._ledger
+
     def _in_force_at(self, seq: int) -> _InForce | None:
         i = bisect.bisect_right(self._effect_seqs, seq) - 1
         return self._in_force[i] if i >= 0 else None
