@@ -110,10 +110,13 @@ def makedirs(fs: FileSystem, path: str) -> None:
     fs.sync_dir(parent)
 
 
-def sha256_file(fs: FileSystem, path: str, chunk: int = 4 << 20) -> bytes:
-    """SHA-256 of a whole file, streamed so a big segment is not held twice."""
+def sha256_file(
+    fs: FileSystem, path: str, chunk: int = 4 << 20, *, length: int | None = None
+) -> bytes:
+    """SHA-256 of a file (or its first ``length`` bytes), streamed so a big
+    segment is not held twice."""
     digest = hashlib.sha256()
-    total = fs.size(path)
+    total = fs.size(path) if length is None else min(length, fs.size(path))
     offset = 0
     while offset < total:
         part = fs.read(path, offset, min(chunk, total - offset))

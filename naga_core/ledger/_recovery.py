@@ -115,6 +115,7 @@ def check_seal(
     verifier: CheckpointVerifier,
     prev: Seal | None,
     prev_leaf: bytes,
+    excess_ok: bool = False,
 ) -> tuple[Seal, array[int], bytes]:
     """Validate one sealed segment cheaply (hashes, signatures, links).
 
@@ -161,14 +162,24 @@ def check_seal(
             ) from None
     if not fs.exists(log_path):
         raise LedgerCorrupt(log_path, None, "sealed segment is missing")
-    if fs.size(log_path) != seal.bytes:
+    size = fs.size(log_path)
+    if size < seal.bytes:
+        raise LedgerCorrupt(
+            log_path, None, f"sealed segment is {size} bytes, its seal says {seal.bytes}"
+        )
+    if sha256_file(fs, log_path, length=seal.bytes) != seal.segment_sha256:
+        raise LedgerCorrupt(log_path, None, "sealed segment content does not match its seal")
+    if size > seal.bytes and not excess_ok:
+        # Bytes past what the signed seal covers cannot be records of the
+        # tree (the next segment holds those seqs): debris of a write whose
+        # sync and cut-back both failed, still in the page cache when the
+        # writer went on and sealed. Open cuts them; verify reports them.
         raise LedgerCorrupt(
             log_path,
-            None,
-            f"sealed segment is {fs.size(log_path)} bytes, its seal says {seal.bytes}",
+            seal.bytes,
+            f"{size - seal.bytes} bytes past the end its seal covers "
+            "(debris of a failed write; `naga ledger recover` cuts it)",
         )
-    if sha256_file(fs, log_path) != seal.segment_sha256:
-        raise LedgerCorrupt(log_path, None, "sealed segment content does not match its seal")
     if not fs.exists(idx_path):
         raise LedgerCorrupt(idx_path, None, "index of a sealed segment is missing")
     idx = fs.read(idx_path)
@@ -236,8 +247,25 @@ def recover(
         if "seal" in kinds:
             prev = state.seals[-1] if state.seals else None
             seal, offsets, leaves = check_seal(
-                fs, seg_dir, first=first, verifier=verifier, prev=prev, prev_leaf=state.last_leaf
+                fs,
+                seg_dir,
+                first=first,
+                verifier=verifier,
+                prev=prev,
+                prev_leaf=state.last_leaf,
+                excess_ok=True,
             )
+            excess = fs.size(log_path) - seal.bytes
+            if excess > 0:
+                handle = fs.open(log_path, "read_write")
+                try:
+                    handle.truncate(seal.bytes)
+                    handle.sync()
+                finally:
+                    handle.close()
+                cut.append(
+                    TornTailCut(log_path, seal.bytes, excess, "bytes past the end its seal covers")
+                )
             state.seals.append(seal)
             state.sealed_offsets.append(offsets)
             state.leaves += leaves

@@ -24,8 +24,10 @@ from naga_core.ledger._record import GENESIS_PREV, Frame, Record, check_frame, d
 from naga_core.ledger._recovery import check_seal, segment_groups
 from naga_core.ledger._segment import (
     INDEX_SUFFIX,
+    SEAL_SUFFIX,
     SEGMENT_SUFFIX,
     Seal,
+    decode_seal,
     scan_segment,
 )
 
@@ -183,7 +185,11 @@ def _check_segments(
                 )
             )
             return refs
-        scan = scan_segment(fs.read(log_path), first, prev_leaf, collect_refs=True)
+        data = fs.read(log_path)
+        sealed_bytes = _sealed_bytes(fs, seg_dir, first) if "seal" in groups[first] else None
+        if sealed_bytes is not None and len(data) > sealed_bytes:
+            data = data[:sealed_bytes]  # check_seal names what lies past it
+        scan = scan_segment(data, first, prev_leaf, collect_refs=True)
         if scan.damage is not None:
             report.problems.append(Problem(log_path, scan.damage.offset, scan.damage.reason))
             return refs
@@ -240,6 +246,15 @@ def _check_segments(
 def _unreadable(exc: OSError, fallback: str) -> Problem:
     path = exc.filename if isinstance(exc.filename, str) else fallback
     return Problem(path, None, f"cannot read: {exc.strerror or exc}")
+
+
+def _sealed_bytes(fs: FileSystem, seg_dir: str, first: int) -> int | None:
+    """The byte length a segment's seal covers, or None if unreadable (the
+    seal check then says why)."""
+    try:
+        return decode_seal(fs.read(os.path.join(seg_dir, f"{first:020d}{SEAL_SUFFIX}")))[0].bytes
+    except (ValueError, OSError):
+        return None
 
 
 def _check_blobs(blobs: BlobStore, refs: list[bytes], report: VerifyReport) -> None:

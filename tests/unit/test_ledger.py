@@ -313,3 +313,25 @@ def test_a_failed_group_commit_fails_every_waiter_and_the_committer() -> None:
     assert outcomes == ["failed"] * 5
     assert ledger.read(0).payload == b"kept"
     ledger.close()
+
+
+def test_bytes_past_a_seal_are_reported_by_verify_and_cut_by_open(tmp_path: Path) -> None:
+    # What a same-boot reopen after a failed sync and a failed cut-back can
+    # leave on disk (found by tests/property/test_power_loss.py, seed
+    # 4104711508): the sealed prefix is intact, the tail was never in the tree.
+    from naga_core.ledger import verify_ledger
+
+    d = str(tmp_path / "l")
+    make_ledger(d, 300)
+    first = segment_files(d)[0]
+    sealed_size = os.path.getsize(first)
+    with open(first, "ab") as f:
+        f.write(b"\x00" * 97)
+    report = verify_ledger(OsFileSystem(), d, fixed_signer().verifier())
+    assert not report.ok
+    assert any("past the end its seal covers" in p.what for p in report.problems)
+    with open_small(d) as ledger:
+        (cut,) = ledger.report.cut
+        assert (cut.path, cut.offset, cut.bytes_cut) == (first, sealed_size, 97)
+        assert ledger.size == 300
+    assert verify_ledger(OsFileSystem(), d, fixed_signer().verifier()).ok
