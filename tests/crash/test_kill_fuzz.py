@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import os
 import random
-import signal
 import time
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from naga_core.ledger import (
     OsFileSystem,
     verify_ledger,
 )
+from tests.forking import Child
 
 ITERATIONS = int(os.environ.get("NAGA_CRASH_ITERATIONS", "1000"))
 SEGMENT_BYTES = 16 * 1024
@@ -73,32 +73,11 @@ def _run_child(directory: str, signer: CheckpointSigner, delay: float, *, wait_f
     messages (0: right after the fork, landing kills in open and recovery;
     1: once it is ready; 2: once it acknowledged a record); the highest
     acked seq, or -1."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child never returns
-        code = 0
-        try:
-            os.close(r)
-            _child(directory, signer, w)
-        except BaseException:  # noqa: BLE001 - the child must never return into pytest
-            code = 1
-        finally:
-            os._exit(code)
-    os.close(w)
-    data = b""
-    # Progress is signalled, not guessed: a busy machine starts the child
-    # late, and a fixed delay would then kill it before it wrote anything.
-    while len(data) < 8 * wait_for:
-        chunk = os.read(r, 8 * wait_for - len(data))
-        if not chunk:
-            break
-        data += chunk
+    child = Child(lambda w: _child(directory, signer, w))
+    child.read_at_least(8 * wait_for)
     time.sleep(delay)
-    os.kill(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
-    while chunk := os.read(r, 1 << 16):
-        data += chunk
-    os.close(r)
+    status = child.kill()
+    data = child.output
     assert os.WIFSIGNALED(status), f"child exited on its own with status {status}"
     whole = len(data) - len(data) % 8
     acked = [int.from_bytes(data[i : i + 8], "big") for i in range(0, whole, 8)]

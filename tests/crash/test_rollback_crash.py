@@ -31,7 +31,6 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import signal
 import statistics
 import time
 from collections.abc import Mapping
@@ -50,6 +49,7 @@ from naga_core.kernel._kernel import (
 )
 from naga_core.kernel._state import Key, Scalar, set_op, to_value
 from naga_core.ledger import Ledger
+from tests.forking import Child
 from tests.ledger_helpers import fixed_signer
 
 pytestmark = pytest.mark.slow
@@ -198,32 +198,21 @@ def calibrate(history: History, scratch: str) -> tuple[float, float]:
 def run_child(root: str, to: int, delay: float) -> bool:
     """Fork a child that rolls back to ``to`` in ``root``; SIGKILL it
     ``delay`` s after it is about to call rollback. True if it had finished."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child never returns
-        code = 0
-        try:
-            os.close(r)
-            ledger = Ledger.open(os.path.join(root, "ledger"), SIGNER)
-            kernel = Kernel.open(ledger, make_actions(os.path.join(root, "world")))
-            os.write(w, READY)
-            kernel.rollback(to)
-            os.write(w, DONE)
-            while True:  # wait for the kill, so that every child dies the same way
-                time.sleep(1)
-        except BaseException:  # noqa: BLE001 - the child must never return into pytest
-            code = 1
-        finally:
-            os._exit(code)
-    os.close(w)
-    # Readiness is signalled, not guessed: a loaded machine starts the child late.
-    got = os.read(r, 1)
+
+    def body(w: int) -> None:
+        ledger = Ledger.open(os.path.join(root, "ledger"), SIGNER)
+        kernel = Kernel.open(ledger, make_actions(os.path.join(root, "world")))
+        os.write(w, READY)
+        kernel.rollback(to)
+        os.write(w, DONE)
+        while True:  # wait for the kill, so that every child dies the same way
+            time.sleep(1)
+
+    child = Child(body)
+    child.read_at_least(1)
     time.sleep(delay)
-    os.kill(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
-    while chunk := os.read(r, 64):
-        got += chunk
-    os.close(r)
+    status = child.kill()
+    got = child.output
     assert got[:1] == READY, f"{WHO}: the child failed before the rollback (status {status})"
     assert os.WIFSIGNALED(status), f"{WHO}: the child exited on its own (status {status})"
     return DONE in got
