@@ -4,7 +4,6 @@ in-process, and the random seed (printed; ``NAGA_TEST_SEED`` replays it)."""
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import sys
 from dataclasses import dataclass
@@ -18,14 +17,14 @@ from naga_core._store import blob_store, projection_path
 from naga_core.cli import main
 from naga_core.ledger import Entry, Ledger, Projection
 from tests.ledger_helpers import SMALL_SEGMENT, fixed_signer
+from tests.seeds import pick_seed
 
 HEADER_BYTES = 24
 
 
 @pytest.fixture(scope="module")
 def seed() -> int:
-    env = os.environ.get("NAGA_TEST_SEED")
-    value = int(env) if env else random.SystemRandom().randrange(1 << 32)
+    value = pick_seed()
     print(f"NAGA_TEST_SEED={value}")
     return value
 

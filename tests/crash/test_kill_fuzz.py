@@ -31,6 +31,7 @@ from naga_core.ledger import (
     verify_ledger,
 )
 from tests.forking import Child
+from tests.seeds import pick_seed
 
 ITERATIONS = int(os.environ.get("NAGA_CRASH_ITERATIONS", "1000"))
 SEGMENT_BYTES = 16 * 1024
@@ -86,7 +87,7 @@ def _run_child(directory: str, signer: CheckpointSigner, delay: float, *, wait_f
 
 @pytest.mark.slow
 def test_sigkill_never_loses_an_acknowledged_record(tmp_path: Path) -> None:
-    seed = int(os.environ.get("NAGA_TEST_SEED", random.randrange(1 << 32)))
+    seed = pick_seed()
     rng = random.Random(seed)
     directory = os.path.join(str(tmp_path), "ledger")
     signer = CheckpointSigner.generate("naga.ledger/v1/crashfuzz")

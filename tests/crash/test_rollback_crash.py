@@ -51,11 +51,12 @@ from naga_core.kernel._state import Key, Scalar, set_op, to_value
 from naga_core.ledger import Ledger
 from tests.forking import Child
 from tests.ledger_helpers import fixed_signer
+from tests.seeds import pick_seed
 
 pytestmark = pytest.mark.slow
 
 ITERATIONS = int(os.environ.get("NAGA_ROLLBACK_CRASH_ITERATIONS") or 100)
-SEED = int(os.environ.get("NAGA_TEST_SEED") or random.SystemRandom().randrange(1 << 32))
+SEED = pick_seed()
 WHO = f"NAGA_TEST_SEED={SEED}"
 SIGNER = fixed_signer("naga.ledger/v1/rollback-crash")
 BEFORE_P = 60  # effects kept by the rollback

@@ -49,6 +49,7 @@ from naga_core.ledger._merkle import (
     verify_consistency,
     verify_inclusion,
 )
+from tests.seeds import pick_seed
 
 T = TypeVar("T")
 
@@ -416,8 +417,7 @@ def sweep_consistency(new: int, seed: int) -> tuple[int, int, list[str]]:
 
 @pytest.fixture(scope="module")
 def seed() -> int:
-    env = os.environ.get("NAGA_TEST_SEED")
-    return int(env) if env else random.SystemRandom().randrange(1 << 32)
+    return pick_seed()
 
 
 def _run_sweep(

@@ -63,6 +63,7 @@ from naga_core.ledger import Entry, FileHandle, Ledger, SimulatedFileSystem, ver
 from naga_core.ledger._fs import OpenMode
 from naga_core.ledger._simfs import FAULT_OPS, SECTOR
 from tests.ledger_helpers import fixed_signer
+from tests.seeds import pick_seed
 
 pytestmark = pytest.mark.slow
 
@@ -79,8 +80,7 @@ CRASHES_PER_STATE = 4
 
 
 def _base_seed() -> int:
-    env = os.environ.get("NAGA_TEST_SEED")
-    return int(env) if env else random.SystemRandom().randrange(1 << 32)
+    return pick_seed()
 
 
 SEED = _base_seed()

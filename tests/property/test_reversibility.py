@@ -69,8 +69,9 @@ from naga_core.kernel._kernel import (
 from naga_core.kernel._state import Key, Scalar, State, from_value, set_op, to_value
 from naga_core.ledger import Ledger
 from tests.ledger_helpers import fixed_signer
+from tests.seeds import pick_seed
 
-SEED = int(os.environ.get("NAGA_TEST_SEED") or 20250611)
+SEED = pick_seed(default=20250611)
 EXAMPLES = int(os.environ.get("NAGA_REVERSIBILITY_EXAMPLES") or 300)
 STEPS = 50
 WHO = f"NAGA_TEST_SEED={SEED}"
