@@ -41,6 +41,10 @@ class _EffectFormEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EffectForm
     """The release of the resource acquired by `bracket`."""
     EFFECT_FORM_ROLLBACK: _EffectForm.ValueType  # 5
     """Everything after `rollback_to` undone, last first."""
+    EFFECT_FORM_ABORT: _EffectForm.ValueType  # 6
+    """The effect `aborted` failed while running its world actions: its state
+    changes are taken back and its author's undo actions run as compensation.
+    """
 
 class EffectForm(_EffectForm, metaclass=_EffectFormEnumTypeWrapper):
     """The three effect forms, plus rollbacks."""
@@ -56,6 +60,10 @@ EFFECT_FORM_RELEASE: EffectForm.ValueType  # 4
 """The release of the resource acquired by `bracket`."""
 EFFECT_FORM_ROLLBACK: EffectForm.ValueType  # 5
 """Everything after `rollback_to` undone, last first."""
+EFFECT_FORM_ABORT: EffectForm.ValueType  # 6
+"""The effect `aborted` failed while running its world actions: its state
+changes are taken back and its author's undo actions run as compensation.
+"""
 Global___EffectForm: _TypeAlias = EffectForm  # noqa: Y015
 
 @_typing.final
@@ -192,6 +200,8 @@ class Effect(_message.Message):
     ROLLBACK_THROUGH_FIELD_NUMBER: _builtins.int
     IRREVERSIBLE_SEQS_FIELD_NUMBER: _builtins.int
     BRACKET_FIELD_NUMBER: _builtins.int
+    ABORTED_FIELD_NUMBER: _builtins.int
+    FAILURE_FIELD_NUMBER: _builtins.int
     form: Global___EffectForm.ValueType
     description: _builtins.str
     """What it is for, in words, for history and previews."""
@@ -209,6 +219,10 @@ class Effect(_message.Message):
     """
     bracket: _builtins.int
     """RELEASE: the seq of the ACQUIRE it closes."""
+    aborted: _builtins.int
+    """ABORT: the seq of the effect whose world action failed."""
+    failure: _builtins.str
+    """ABORT: why it failed (the handler's error), for history."""
     @_builtins.property
     def forward(self) -> _containers.RepeatedCompositeFieldContainer[Global___SetOp]:
         """Kernel state changes, applied in order."""
@@ -243,10 +257,12 @@ class Effect(_message.Message):
         rollback_through: _builtins.int = ...,
         irreversible_seqs: _abc.Iterable[_builtins.int] | None = ...,
         bracket: _builtins.int = ...,
+        aborted: _builtins.int = ...,
+        failure: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bracket", b"bracket", "description", b"description", "do", b"do", "form", b"form", "forward", b"forward", "inverse", b"inverse", "irreversible", b"irreversible", "irreversible_seqs", b"irreversible_seqs", "rollback_through", b"rollback_through", "rollback_to", b"rollback_to", "undo", b"undo"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aborted", b"aborted", "bracket", b"bracket", "description", b"description", "do", b"do", "failure", b"failure", "form", b"form", "forward", b"forward", "inverse", b"inverse", "irreversible", b"irreversible", "irreversible_seqs", b"irreversible_seqs", "rollback_through", b"rollback_through", "rollback_to", b"rollback_to", "undo", b"undo"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -14,6 +14,7 @@ privilege ratchets; ``Kernel.open`` alone enforces none.
 from naga_core.kernel._branch import Branch, open_branch
 from naga_core.kernel._components import ComponentSpec, LifecyclePlanner, one_shot
 from naga_core.kernel._kernel import (
+    ActionFailed,
     Actions,
     Change,
     Kernel,
@@ -38,6 +39,7 @@ def open_kernel(ledger: Ledger, actions: Actions) -> Kernel:
 __all__ = [
     "DEFAULT_SETTINGS",
     "RATCHETS",
+    "ActionFailed",
     "Actions",
     "Branch",
     "Change",

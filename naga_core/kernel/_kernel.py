@@ -8,6 +8,13 @@ ledger. On open, an effect without its marker has its world actions run again
 (handlers are idempotent) and an acquired resource with no release is
 released: a crash leaves every effect either not journaled or fully applied.
 
+A world action that raises aborts its effect: an ABORT effect is journaled
+that takes the effect's state ops back and runs its author's undo actions as
+compensation (handlers are idempotent, so undoing what never happened is a
+no-op), and the caller gets :class:`ActionFailed`. So a failed perform,
+activation, acquire or rollback leaves the state as before it, in the live
+kernel and in every replay.
+
 Rollback to P undoes every effect after P, last first, as one ROLLBACK effect
 whose forward ops are the net change back to the state at P and whose
 inverse ops are the net change forward again: replaying the ledger (rollback
@@ -43,6 +50,17 @@ ActionHandler = Callable[[Mapping[str, Scalar]], None]
 
 class OwnerRequired(KernelError):
     """The operation would raise a privilege, which only the owner may do (INV-6)."""
+
+
+class ActionFailed(KernelError):
+    """A world action raised, so its effect was aborted (and compensated)."""
+
+    def __init__(self, effect_seq: int, abort_seq: int, action: str, reason: str) -> None:
+        super().__init__(f"effect {effect_seq} aborted: action {action!r} failed: {reason}")
+        self.effect_seq = effect_seq
+        self.abort_seq = abort_seq
+        self.action = action
+        self.reason = reason
 
 
 class Actions:
@@ -119,6 +137,8 @@ class Kernel:
         self._effect_seqs: list[int] = []  # seqs of kernel.effect records, ascending
         self._in_force: list[_InForce | None] = []  # the stack after each of them
         self._open_brackets: dict[int, pb.Effect] = {}
+        self._acquires: dict[int, pb.Effect] = {}  # every ACQUIRE, by seq
+        self._releases: dict[int, int] = {}  # RELEASE seq -> the ACQUIRE it closes
         self.recovered: list[str] = []
 
     @classmethod
@@ -132,13 +152,22 @@ class Kernel:
                 kernel._absorb(rec.seq, effect)
                 if effect.do:
                     unapplied[rec.seq] = effect
+                if effect.form == pb.EFFECT_FORM_ABORT:
+                    unapplied.pop(effect.aborted, None)
             elif rec.kind == APPLIED_KIND:
                 unapplied.pop(int.from_bytes(rec.payload, "big"), None)
         for seq, effect in unapplied.items():
-            for act in effect.do:
-                actions.run(act)
-            ledger.append(APPLIED_KIND, seq.to_bytes(8, "big"))
-            kernel.recovered.append(f"re-ran the world actions of effect {seq}")
+            try:
+                if effect.form == pb.EFFECT_FORM_ABORT:
+                    kernel._compensate(seq, effect)
+                else:
+                    kernel._run_world(seq, effect)
+            except ActionFailed as exc:
+                kernel.recovered.append(f"effect {seq} failed again on recovery: {exc}")
+            except KernelError as exc:  # its compensation failed too; next open retries
+                kernel.recovered.append(f"effect {seq} could not be finished: {exc}")
+            else:
+                kernel.recovered.append(f"re-ran the world actions of effect {seq}")
         for seq, effect in list(kernel._open_brackets.items()):
             kernel._release(seq, effect, "released on recovery: acquired before a crash")
             kernel.recovered.append(f"released the resource acquired by effect {seq}")
@@ -155,33 +184,99 @@ class Kernel:
 
     def _absorb(self, seq: int, effect: pb.Effect) -> None:
         self.state.apply(effect.forward)
+        top = self._in_force[-1] if self._in_force else None
         if effect.form == pb.EFFECT_FORM_ROLLBACK:
             top = self._in_force_at(effect.rollback_to)
-        else:
-            top = self._in_force[-1] if self._in_force else None
-            if not effect.irreversible and (effect.do or effect.undo):
-                top = _InForce(seq, top, top.depth + 1 if top else 1)
+        elif effect.form == pb.EFFECT_FORM_ABORT:
+            # The world part of the aborted effect never came into force, not
+            # even at its own seq (a rollback to it must not run it again):
+            # what is in force there and now is what was just before it.
+            i = bisect.bisect_left(self._effect_seqs, effect.aborted)
+            top = self._in_force[i - 1] if i > 0 else None
+            if i < len(self._in_force):
+                self._in_force[i] = top
+        elif not effect.irreversible and (effect.do or effect.undo):
+            top = _InForce(seq, top, top.depth + 1 if top else 1)
         self._effect_seqs.append(seq)
         self._in_force.append(top)
         if effect.form == pb.EFFECT_FORM_ACQUIRE:
+            self._acquires[seq] = effect
             self._open_brackets[seq] = effect
         elif effect.form == pb.EFFECT_FORM_RELEASE:
+            self._releases[seq] = effect.bracket
             self._open_brackets.pop(effect.bracket, None)
-        elif effect.form == pb.EFFECT_FORM_ROLLBACK:
-            # Brackets opened after the rollback point are closed by it.
-            kept = effect.rollback_to
-            for acq in [s for s in self._open_brackets if s > kept]:
-                del self._open_brackets[acq]
+        elif effect.form in (pb.EFFECT_FORM_ROLLBACK, pb.EFFECT_FORM_ABORT):
+            self._open_brackets = self._open_at(top)
+
+    def _open_at(self, top: _InForce | None) -> dict[int, pb.Effect]:
+        """The brackets whose resource is held when ``top`` is in force: a
+        rollback into the middle of a bracket acquires it again, and nobody
+        holds it then, so the kernel tracks it until it is released (at the
+        latest by the next open's recovery)."""
+        acquired: list[int] = []
+        released: set[int] = set()
+        while top is not None:
+            if top.seq in self._acquires:
+                acquired.append(top.seq)
+            elif top.seq in self._releases:
+                released.add(self._releases[top.seq])
+            top = top.below
+        return {a: self._acquires[a] for a in sorted(acquired) if a not in released}
+
+    @property
+    def open_brackets(self) -> tuple[int, ...]:
+        """Seqs of the ACQUIRE effects whose resource is held now."""
+        return tuple(sorted(self._open_brackets))
 
     def _journal(self, effect: pb.Effect) -> int:
         payload = effect.SerializeToString(deterministic=True)
         seq = self._ledger.append(EFFECT_KIND, payload).seq
         self._absorb(seq, effect)
         if effect.do:
-            for act in effect.do:
-                self._actions.run(act)
-            self._ledger.append(APPLIED_KIND, seq.to_bytes(8, "big"))
+            self._run_world(seq, effect)
         return seq
+
+    def _run_world(self, seq: int, effect: pb.Effect) -> None:
+        """Run the world actions of the journaled effect ``seq``, then its
+        marker; if one raises, journal the ABORT and raise ActionFailed."""
+        for act in effect.do:
+            try:
+                self._actions.run(act)
+            except Exception as exc:  # any handler error aborts; cancellation is a BaseException
+                abort_seq = self._abort(seq, effect, f"{type(exc).__name__}: {exc}")
+                raise ActionFailed(seq, abort_seq, act.name, str(exc)) from exc
+        self._ledger.append(APPLIED_KIND, seq.to_bytes(8, "big"))
+
+    def _abort(self, seq: int, effect: pb.Effect, failure: str) -> int:
+        ops = list(effect.inverse)
+        abort = pb.Effect(
+            form=pb.EFFECT_FORM_ABORT,
+            description=f"aborted {seq} ({effect.description}): {failure}"[:1000],
+            forward=ops,
+            inverse=self.state.inverse_of(ops),
+            do=list(effect.undo),
+            aborted=seq,
+            failure=failure[:4000],
+        )
+        payload = abort.SerializeToString(deterministic=True)
+        abort_seq = self._ledger.append(EFFECT_KIND, payload).seq
+        self._absorb(abort_seq, abort)
+        self._compensate(abort_seq, abort)
+        return abort_seq
+
+    def _compensate(self, abort_seq: int, abort: pb.Effect) -> None:
+        """Run an ABORT's undo actions. One that raises leaves the ABORT
+        without its marker, so the next open tries again; an abort is never
+        itself aborted."""
+        for act in abort.do:
+            try:
+                self._actions.run(act)
+            except Exception as exc:  # translated; cancellation is a BaseException
+                raise KernelError(
+                    f"compensation of effect {abort.aborted} failed ({act.name}): {exc}"
+                ) from exc
+        if abort.do:
+            self._ledger.append(APPLIED_KIND, abort_seq.to_bytes(8, "big"))
 
     # --- the three forms -------------------------------------------------------
 
@@ -385,6 +480,7 @@ def replay(ledger: Ledger, upto: int | None = None) -> State:
 __all__ = [
     "APPLIED_KIND",
     "EFFECT_KIND",
+    "ActionFailed",
     "Actions",
     "Change",
     "Kernel",

@@ -7,7 +7,8 @@ handlers. Steps: registrations of random ``(family, key, value | None)`` in a
 small key space (so keys collide, and values that Python calls equal but
 that are not the same, ``1`` / ``True`` / ``1.0``, ``0.0`` / ``-0.0``, replace
 each other); reversible performs (world writes with an undo the test derives,
-plus optional forward state ops); irreversible performs (messages "sent", in
+plus optional forward state ops); performs whose last action raises (aborted
+and compensated); irreversible performs (messages "sent", in
 their own world keys); brackets (acquire / use / release, sometimes a
 rollback inside the body); rollbacks to a random earlier seq (-1: all of it,
 applied markers included, the last seq: a no-op, the seq just before an
@@ -31,8 +32,10 @@ Checked after every step (values compared with their types):
     irreversible effects after P, last first; ``rollback`` returns the same;
     it runs at most as many world actions as reversible writes were ever
     made (it never replays earlier rollbacks' action lists, which doubled);
-(e) after a restart the rebuilt state and the world are unchanged and
-    nothing needed recovering.
+(e) after a restart the rebuilt state is unchanged and the only recovery is
+    the release of the resources that a rollback into the middle of their
+    bracket acquired again (nobody holds those, so the kernel tracks them
+    as open and releases them on open), each a RELEASE effect.
 
 Seeds: hypothesis is derandomized, database-free and seeded with
 ``NAGA_TEST_SEED`` (default: a fixed seed, the same examples every run);
@@ -59,6 +62,7 @@ from naga.v1 import kernel_pb2 as pb
 from naga_core.kernel._kernel import (
     APPLIED_KIND,
     EFFECT_KIND,
+    ActionFailed,
     Actions,
     Kernel,
     RollbackPreview,
@@ -162,6 +166,7 @@ class Reversibility(RuleBasedStateMachine):
         self.actions = Actions()
         self.actions.register("w.set", self._set)
         self.actions.register("w.del", self._del)
+        self.actions.register("w.fail", self._fail)
         self.ledger = self._open_ledger()
         self.kernel = Kernel.open(self.ledger, self.actions)
         # The model: what the test knows without asking the kernel.
@@ -174,6 +179,7 @@ class Reversibility(RuleBasedStateMachine):
         self.irreversible: list[int] = []
         self.rollback_seqs: list[int] = []
         self.locks = 0
+        self.lock_acquired: dict[str, int] = {}  # lock -> seq of its ACQUIRE
         self.world_writes = 0  # world actions of reversible effects, rollbacks aside
         # Incremental replay check: the replayed state through seq checked-1.
         self.replayed = State()
@@ -187,6 +193,9 @@ class Reversibility(RuleBasedStateMachine):
     def _del(self, args: Mapping[str, Scalar]) -> None:
         self.world.pop(str(args["k"]), None)
 
+    def _fail(self, args: Mapping[str, Scalar]) -> None:
+        raise OSError(f"the world refuses {args.get('why')}")
+
     def _open_ledger(self) -> Ledger:
         return Ledger.open(self.directory, fixed_signer(), clock=lambda: self.now)
 
@@ -194,9 +203,9 @@ class Reversibility(RuleBasedStateMachine):
         self.ledger.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def mark(self) -> None:
+    def mark(self, upto: int | None = None) -> None:
         """The model after the last kernel call holds for every new seq."""
-        for seq in range(len(self.state_at), self.ledger.size):
+        for seq in range(len(self.state_at), self.ledger.size if upto is None else upto):
             self.state_at.append(dict(self.state))
             self.world_at.append(dict(self.model_world))
             self.ts_at.append(self.now)  # the clock never goes back
@@ -252,6 +261,38 @@ class Reversibility(RuleBasedStateMachine):
         self.mark()
 
     @rule(
+        writes=st.lists(world_ops, max_size=3),
+        ops=st.lists(state_ops, max_size=2),
+    )
+    def perform_that_fails(
+        self,
+        writes: list[tuple[str, Scalar | None]],
+        ops: list[tuple[str, str, Scalar | None]],
+    ) -> None:
+        """Some writes, then an action that raises: the effect is aborted and
+        its undo runs, so neither the state nor the world changes."""
+        undo = [w_action(k, self.model_world.get(k)) for k, _ in reversed(writes)]
+        size = self.ledger.size
+        with pytest.raises(ActionFailed) as failed:
+            self.kernel.perform(
+                [*(w_action(k, v) for k, v in writes), action("w.fail", why="it")],
+                undo,
+                description="write, then fail",
+                forward=[set_op(*op) for op in ops],
+            )
+        assert (failed.value.effect_seq, failed.value.abort_seq) == (size, size + 1), WHO
+        assert self.ledger.size == size + 2 + bool(undo), f"{WHO}: effect, abort, marker"
+        self.world_writes += 2 * len(writes)
+        # At the effect's own seq its state ops are in (replay applies them),
+        # its world part is not (it never came into force: a rollback to it
+        # must not run the failing action again); from the ABORT on, neither.
+        state = dict(self.state)
+        apply_ops(self.state, ops)
+        self.mark(size + 1)
+        self.state = state
+        self.mark()
+
+    @rule(
         key=st.sampled_from(SENT_KEYS),
         value=st.sampled_from(WORLD_VALUES[1:]),
         ops=st.lists(state_ops, max_size=2),
@@ -277,6 +318,7 @@ class Reversibility(RuleBasedStateMachine):
             action("w.set", k=lock, v="held"), action("w.del", k=lock), description=lock
         ) as acquired:
             self.model_world[lock] = "held"
+            self.lock_acquired[lock] = acquired
             self.world_writes += 2  # acquire and release
             self.mark()
             assert self.world.get(lock) == "held", f"{WHO}: {lock} not acquired"
@@ -398,11 +440,28 @@ class Reversibility(RuleBasedStateMachine):
         world = typed_map(self.world)
         self.ledger.close()
         self.ledger = self._open_ledger()
+        # Locks held with no bracket running: a rollback acquired them again.
+        orphans = sorted(
+            (self.lock_acquired[k], k) for k in self.model_world if k.startswith("lock")
+        )
+        assert self.kernel.open_brackets == tuple(s for s, _ in orphans), (
+            f"{WHO}: open brackets {self.kernel.open_brackets}, model {orphans}"
+        )
+        size = self.ledger.size
         self.kernel = Kernel.open(self.ledger, self.actions)
         assert typed_map(self.kernel.state.snapshot()) == state, f"{WHO}: state lost in restart"
-        assert self.kernel.recovered == [], f"{WHO}: {self.kernel.recovered}"
-        assert typed_map(self.world) == world, f"{WHO}: the world changed in a restart"
-        assert self.ledger.size == len(self.state_at), f"{WHO}: a restart wrote records"
+        assert self.kernel.recovered == [
+            f"released the resource acquired by effect {s}" for s, _ in orphans
+        ], f"{WHO}: {self.kernel.recovered}"
+        assert self.ledger.size == size + 2 * len(orphans), f"{WHO}: a restart wrote records"
+        for n, (_, lock) in enumerate(orphans, start=1):  # a RELEASE and its marker each
+            del self.model_world[lock]
+            world.pop(lock)
+            self.world_writes += 2
+            self.mark(size + 2 * n)
+        assert typed_map(self.world) == world, f"{WHO}: the world after a restart"
+        assert self.kernel.open_brackets == (), f"{WHO}: still open after recovery"
+        event(f"restart released {min(len(orphans), 2)}{'+' if len(orphans) >= 2 else ''}")
 
     # --- invariants ----------------------------------------------------------------
 
