@@ -5,7 +5,8 @@ derived inverses, performs with their author's inverse (or marked
 irreversible), brackets released after a crash, and rollbacks that are
 effects themselves. State families built on it: typed settings, the trust
 table with its ratchet (INV-6), shadow branches. The lifecycle planner for
-declarative components (INV-1) sits at the bottom, pure.
+declarative components (INV-1) sits at the bottom, pure; the component
+runtime executes its plans as effects.
 
 Composition roots open the kernel with :func:`open_kernel`, which wires the
 privilege ratchets; ``Kernel.open`` alone enforces none.
@@ -23,6 +24,7 @@ from naga_core.kernel._kernel import (
     action,
     replay,
 )
+from naga_core.kernel._runtime import Component, ComponentRuntime
 from naga_core.kernel._settings import DEFAULT_SETTINGS, Settings, SettingSpec
 from naga_core.kernel._state import KernelError, State
 from naga_core.kernel._trust import TrustLevel, TrustTable, trust_raises
@@ -43,6 +45,8 @@ __all__ = [
     "Actions",
     "Branch",
     "Change",
+    "Component",
+    "ComponentRuntime",
     "ComponentSpec",
     "Kernel",
     "KernelError",

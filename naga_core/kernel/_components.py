@@ -75,6 +75,7 @@ __all__ = [
     "State",
     "Status",
     "UnknownComponent",
+    "dependency_order",
     "is_fact",
     "one_shot",
 ]
@@ -358,6 +359,15 @@ def one_shot(
     return _Graph.build(by_name).desired(wanted, present, broken)
 
 
+def dependency_order(specs: Iterable[ComponentSpec], names: Iterable[str]) -> tuple[str, ...]:
+    """``names`` in the order they start: dependencies first, ties by name."""
+    by_name = {spec.name: spec for spec in specs}
+    chosen = set(names)
+    for name in sorted(chosen - by_name.keys()):
+        raise UnknownComponent(name)
+    return _Graph.build(by_name).order(chosen)[0]
+
+
 @dataclass(frozen=True)
 class _Inputs:
     """Everything the desired set depends on; replaced whole, never mutated."""
@@ -382,6 +392,35 @@ class LifecyclePlanner:
         self._in = _Inputs(_Graph.build({}))
         self._order: tuple[str, ...] = ()
         self._last = Plan.empty()  # how far a failed plan got is read off it
+
+    @classmethod
+    def resume(
+        cls,
+        specs: Iterable[ComponentSpec],
+        *,
+        enabled: Iterable[str] = (),
+        facts: Iterable[str] = (),
+        failed: Mapping[str, str] | None = None,
+        running: Iterable[str] = (),
+    ) -> tuple[LifecyclePlanner, Plan]:
+        """A planner for a world that already runs ``running`` (after a
+        restart or a rollback), and the plan from there to the desired set."""
+        by_name: dict[str, ComponentSpec] = {}
+        for spec in specs:
+            if spec.name in by_name:
+                raise ComponentError(f"component {spec.name!r} is given twice")
+            by_name[spec.name] = spec
+        graph = _Graph.build(by_name)
+        failures = dict(failed or {})
+        on, present, now = frozenset(enabled), frozenset(facts), frozenset(running)
+        for name in sorted(on | failures.keys() | now):
+            if name not in by_name:
+                raise UnknownComponent(name)
+        for fact in sorted(present):
+            _check(fact, _FACT, "fact")
+        planner = cls()
+        inputs = _Inputs(graph, on, present, MappingProxyType(failures))
+        return planner, planner._commit(inputs, graph.order(now)[0])
 
     @property
     def specs(self) -> Mapping[str, ComponentSpec]:
