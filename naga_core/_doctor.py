@@ -154,7 +154,7 @@ def _key_files(home: Home) -> tuple[bool, str]:
         problems.append(f"{home.signing_key_path} is missing; the ledger cannot be signed")
     if problems:
         return False, "; ".join(problems)
-    return True, f"{keys} is private" + (f"; {', '.join(found)} 0600" if found else "")
+    return True, f"{keys} is private" + (f"; so are {', '.join(found)}" if found else "")
 
 
 def _credentials(home: Home) -> tuple[bool, str]:

@@ -48,7 +48,7 @@ _UNSIGNED = re.compile(r"[0-9]{1,20}")
 _U64_MAX = (1 << 64) - 1
 
 
-class NotifySocketInvalid(ConfigError):
+class NotifyEnvironmentInvalid(ConfigError):
     """``$NOTIFY_SOCKET``, ``$WATCHDOG_USEC`` or ``$WATCHDOG_PID`` is garbage."""
 
 
@@ -77,26 +77,28 @@ class Notifier:
         """A ``$NOTIFY_SOCKET`` value: ``/abs/path`` or ``@abstract-name``."""
         shown = repr(value)
         if not value:
-            raise NotifySocketInvalid("NOTIFY_SOCKET is set but empty")
+            raise NotifyEnvironmentInvalid("NOTIFY_SOCKET is set but empty")
         if "\0" in value:
-            raise NotifySocketInvalid(f"NOTIFY_SOCKET={shown} contains a NUL byte")
+            raise NotifyEnvironmentInvalid(f"NOTIFY_SOCKET={shown} contains a NUL byte")
         if value.startswith("vsock:"):
-            raise NotifySocketInvalid(
+            raise NotifyEnvironmentInvalid(
                 f"NOTIFY_SOCKET={shown} is an AF_VSOCK address; Naga notifies only over AF_UNIX"
             )
         if value.startswith("@"):
             name = os.fsencode(value[1:])
             if not name:
-                raise NotifySocketInvalid(f"NOTIFY_SOCKET={shown} names an empty abstract socket")
+                raise NotifyEnvironmentInvalid(
+                    f"NOTIFY_SOCKET={shown} names an empty abstract socket"
+                )
             address = b"\0" + name
         elif value.startswith("/"):
             address = os.fsencode(value)
         else:
-            raise NotifySocketInvalid(
+            raise NotifyEnvironmentInvalid(
                 f"NOTIFY_SOCKET={shown} is neither an absolute path nor an @abstract name"
             )
         if len(address) > _SUN_PATH_MAX:
-            raise NotifySocketInvalid(
+            raise NotifyEnvironmentInvalid(
                 f"NOTIFY_SOCKET={shown} is {len(address)} bytes long; "
                 f"a Unix socket address holds at most {_SUN_PATH_MAX}"
             )
@@ -193,10 +195,10 @@ def watchdog_interval_ns(environ: Mapping[str, str], *, pid: int | None = None) 
 
 def _positive(variable: str, raw: str) -> int:
     if not _UNSIGNED.fullmatch(raw):
-        raise NotifySocketInvalid(f"{variable}={raw!r} is not a positive decimal integer")
+        raise NotifyEnvironmentInvalid(f"{variable}={raw!r} is not a positive decimal integer")
     value = int(raw)
     if not 0 < value <= _U64_MAX:
-        raise NotifySocketInvalid(f"{variable}={raw!r} is out of range (1 .. 2**64-1)")
+        raise NotifyEnvironmentInvalid(f"{variable}={raw!r} is out of range (1 .. 2**64-1)")
     return value
 
 

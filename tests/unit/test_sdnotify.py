@@ -17,8 +17,8 @@ import trio.testing
 from naga_core._sdnotify import (
     MAX_MESSAGE_BYTES,
     Notifier,
+    NotifyEnvironmentInvalid,
     NotifyFailed,
-    NotifySocketInvalid,
     run_watchdog,
     watchdog_interval_ns,
 )
@@ -181,7 +181,7 @@ def test_nobody_listening_is_a_clear_failure() -> None:
     ],
 )
 def test_a_garbled_notify_socket_is_refused_by_name(value: str, problem: str) -> None:
-    with pytest.raises(NotifySocketInvalid, match=re.escape(problem)):
+    with pytest.raises(NotifyEnvironmentInvalid, match=re.escape(problem)):
         Notifier.from_environ({"NOTIFY_SOCKET": value})
 
 
@@ -229,7 +229,7 @@ def test_watchdog_interval_from_the_environment() -> None:
     ],
 )
 def test_garbled_watchdog_variables_are_refused_by_name(env: dict[str, str], problem: str) -> None:
-    with pytest.raises(NotifySocketInvalid, match=re.escape(problem)):
+    with pytest.raises(NotifyEnvironmentInvalid, match=re.escape(problem)):
         watchdog_interval_ns(env)
 
 
