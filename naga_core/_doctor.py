@@ -285,7 +285,7 @@ def flock_holder(path: str) -> int | None:
         # "1: FLOCK  ADVISORY  WRITE 28512 fe:00:2146329 0 EOF"; waiters
         # have "->" after the id.
         if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == dev:
-            return int(fields[4])
+            return int(fields[4]) if fields[4].isdigit() else None
     return None
 
 
