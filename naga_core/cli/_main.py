@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from naga_core._home import Home
-from naga_core.cli import _ledger_cmds, _run_cmd
+from naga_core.cli import _doctor_cmd, _install_cmd, _ledger_cmds, _run_cmd
 from naga_core.cli._output import Outcome
 from naga_core.errors import LedgerCorrupt, LedgerLocked, NagaError
 
@@ -43,7 +43,20 @@ def build_parser() -> argparse.ArgumentParser:
     prove.add_argument("seq", type=_nonnegative, metavar="SEQ")
     _common(prove)
     prove.set_defaults(handler=_ledger_cmds.prove)
+
+    _add_daemon_commands(sub.add_parser("daemon", help="install and run the core daemon"))
+    doctor = sub.add_parser("doctor", help=_doctor_cmd.HELP)
+    _common(doctor)
+    _doctor_cmd.configure(doctor)
     return parser
+
+
+def _add_daemon_commands(daemon: argparse.ArgumentParser) -> None:
+    """``naga daemon ACTION``; each action's module configures its parser."""
+    actions = daemon.add_subparsers(dest="daemon_command", required=True, metavar="ACTION")
+    install = actions.add_parser("install", help=_install_cmd.HELP)
+    _common(install)
+    _install_cmd.configure(install)
 
 
 def _nonnegative(text: str) -> int:
