@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from naga.constants import TOKEN_MAX_TOOL_NAME_CHARS, TOKEN_MAX_TOOLS
 from naga.v1 import authz_pb2 as pb
@@ -289,30 +289,29 @@ class Scope:
 
     @classmethod
     def of(cls, caveats: Iterable[Caveat]) -> Scope:
-        scope = cls()
+        # A plain loop over locals: this runs on every call the core checks.
+        expires: int | None = None
+        roles: set[str] = set()
+        sessions: set[str] = set()
+        tools: frozenset[str] | None = None
+        risk, trust, budget = Risk.R4, TrustLevel.OWNER, None
         for caveat in caveats:
-            scope = scope.narrow(caveat)
-        return scope
-
-    def narrow(self, caveat: Caveat) -> Scope:
-        match caveat:
-            case ExpiresAt(ns):
-                now = self.expires_at_ns
-                return replace(self, expires_at_ns=ns if now is None else min(now, ns))
-            case RoleIs(role):
-                return replace(self, roles=self.roles | {role})
-            case SessionIs(session):
-                return replace(self, sessions=self.sessions | {session})
-            case ToolsAllowed(names):
-                allowed = frozenset(names)
-                return replace(self, tools=allowed if self.tools is None else self.tools & allowed)
-            case RiskCeiling(level):
-                return replace(self, risk=min(self.risk, level))
-            case TrustCeiling(level):
-                return replace(self, trust=min(self.trust, level))
-            case BudgetCeiling(amount):
-                now = self.budget
-                return replace(self, budget=amount if now is None else min(now, amount))
+            match caveat:
+                case ExpiresAt(ns):
+                    expires = ns if expires is None else min(expires, ns)
+                case RoleIs(role):
+                    roles.add(role)
+                case SessionIs(session):
+                    sessions.add(session)
+                case ToolsAllowed(names):
+                    tools = frozenset(names) if tools is None else tools.intersection(names)
+                case RiskCeiling(level):
+                    risk = min(risk, level)
+                case TrustCeiling(level):
+                    trust = min(trust, level)
+                case BudgetCeiling(amount):
+                    budget = amount if budget is None else min(budget, amount)
+        return cls(expires, frozenset(roles), frozenset(sessions), tools, risk, trust, budget)
 
     def refusal(self, request: Request) -> tuple[RejectReason, str] | None:
         """The first reason the scope does not admit ``request`` (budget

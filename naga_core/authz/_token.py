@@ -219,9 +219,9 @@ def _parse(raw: bytes) -> pb.CapabilityToken:
         msg.ParseFromString(raw)
     except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError is a bare Exception subclass
         raise TokenRejected(RejectReason.MALFORMED, f"not a token: {exc}") from None
-    # One encoding per token: otherwise a flipped bit could land in a field
-    # number or an unknown field that parsing drops, and the altered bytes
-    # would verify.
+    # One encoding per token: its bytes identify it (no second spelling of
+    # the same token to slip past a cache or a log), and a field this core
+    # does not know (a newer caveat kind) is refused, never silently dropped.
     msg.DiscardUnknownFields()
     if msg.SerializeToString(deterministic=True) != raw:
         raise TokenRejected(
