@@ -20,6 +20,7 @@ from naga.constants import (
 from naga.v1 import authz_pb2 as pb
 from naga_core._home import Home
 from naga_core.authz import (
+    Ancestor,
     AuthzError,
     BudgetAccount,
     BudgetCeiling,
@@ -43,6 +44,7 @@ from naga_core.authz import (
     load_token_key,
     token_key_path,
 )
+from naga_core.authz._token import mint_token
 from naga_core.errors import ConfigError, NagaError
 from naga_core.kernel import TrustLevel
 from tests.authz_helpers import KEY, OTHER_KEY, VirtualClock, World, disk_kernel, sim_kernel
@@ -572,3 +574,20 @@ def test_a_root_key_must_be_32_bytes() -> None:
     with pytest.raises(ValueError, match="32 bytes"):
         RootKey(b"short")
     assert RootKey.generate() != RootKey.generate()
+
+
+def test_the_known_answer_vector() -> None:
+    # docs/design/authz.md's example: a change here is a format change.
+    token = mint_token(
+        KEY,
+        token_id=bytes(range(16)),
+        principal="wechat:bob",
+        lineage=[Ancestor(b"\xaa" * 16, 100)],
+        caveats=[RoleIs("executor"), RiskCeiling(Risk.R1), ToolsAllowed.of(["fs.read"])],
+    )
+    assert token.to_bytes().hex() == (
+        "08011210000102030405060708090a0b0c0d0e0f1a0a7765636861743a626f62"
+        "22140a10aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa10642a0a12086578656375746f72"
+        "2a0228012a0b22090a0766732e72656164"
+        "322042f6f520a420b780fabede1d927e86773f1641647b574008c5e7adf2dd94ffd5"
+    )
