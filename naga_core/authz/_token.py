@@ -38,7 +38,13 @@ from naga_core.authz._caveats import (
     decode_caveat,
     encode_caveat,
 )
-from naga_core.authz._errors import InvalidCaveat, RejectReason, TokenRejected
+from naga_core.authz._errors import (
+    AuthzError,
+    InvalidCaveat,
+    RejectReason,
+    TokenKeyError,
+    TokenRejected,
+)
 
 TAG_BYTES = 32
 
@@ -55,7 +61,7 @@ class RootKey:
 
     def __post_init__(self) -> None:
         if not isinstance(self.secret, bytes) or len(self.secret) != TOKEN_KEY_BYTES:  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise ValueError(f"a token root key is {TOKEN_KEY_BYTES} bytes")
+            raise TokenKeyError(f"a token root key is {TOKEN_KEY_BYTES} bytes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +149,7 @@ def mint_token(
 ) -> Token:
     """A new token under ``key`` (the core only)."""
     if len(token_id) != TOKEN_ID_BYTES:
-        raise ValueError(f"a token id is {TOKEN_ID_BYTES} bytes")
+        raise AuthzError(f"a token id is {TOKEN_ID_BYTES} bytes, not {len(token_id)}")
     if principal is not None:
         check_peer(principal)
     if len(lineage) > TOKEN_MAX_SPAWN_DEPTH:

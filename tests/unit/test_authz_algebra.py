@@ -27,7 +27,7 @@ from naga_core.authz import (
     ViolationPolicy,
     authz_raises,
 )
-from naga_core.kernel import Change, OwnerRequired, TrustLevel, TrustTable
+from naga_core.kernel import Change, KernelError, OwnerRequired, TrustLevel, TrustTable
 from tests.authz_helpers import KEY, VirtualClock, World, disk_kernel, sim_kernel
 
 SECOND = 10**9
@@ -304,7 +304,7 @@ def test_violation_policy_refuses_bad_input() -> None:
         policy = ViolationPolicy.over(kernel)
         with pytest.raises(AuthzError, match="needs a description"):
             policy.record(BOB, "")
-        with pytest.raises(Exception, match="not <channel>:<id>"):
+        with pytest.raises(KernelError, match="not <channel>:<id>"):
             policy.record("bob", "x")
 
 
