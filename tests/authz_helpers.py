@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Generator
 from dataclasses import dataclass, field
 
-from naga_core.authz import RootKey, TokenAuthority
+from naga_core.authz import AUTHZ_RATCHETS, RootKey, TokenAuthority
 from naga_core.kernel import RATCHETS, Actions, Kernel, TrustLevel, open_kernel
 from naga_core.ledger import Ledger, SimulatedFileSystem
 from tests.ledger_helpers import fixed_signer
@@ -57,8 +57,6 @@ class World:
 @contextlib.contextmanager
 def sim_kernel() -> Generator[tuple[Kernel, Ledger]]:
     """A kernel over a ledger on an in-memory disk, every ratchet wired."""
-    from naga_core.authz import AUTHZ_RATCHETS
-
     with Ledger.open("/ledger", fixed_signer(), fs=SimulatedFileSystem()) as ledger:
         yield Kernel.open(ledger, Actions(), ratchets=(*RATCHETS, *AUTHZ_RATCHETS)), ledger
 
