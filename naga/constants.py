@@ -57,3 +57,23 @@ SNAPSHOTS_KEPT: Final = 3
 # --- timeouts -------------------------------------------------------------------
 #: How long a writer waits for the ledger lock held by another process.
 LEDGER_LOCK_TIMEOUT_S: Final = 0.0
+
+# --- capability tokens ------------------------------------------------------------
+#: Format version written in every token, and the only one accepted.
+TOKEN_VERSION: Final = 1
+#: Bytes of a token id (random, chosen by the core).
+TOKEN_ID_BYTES: Final = 16
+#: Bytes of the root key in $NAGA_HOME/keys/token.key.
+TOKEN_KEY_BYTES: Final = 32
+#: Domain-separation prefix of the first link of a token's HMAC chain.
+TOKEN_TAG_DOMAIN: Final = b"naga-token-v1\x00"
+#: Largest serialized token accepted (or produced by an attenuation).
+TOKEN_MAX_BYTES: Final = 4096
+#: Most caveats one token carries.
+TOKEN_MAX_CAVEATS: Final = 32
+#: Deepest lineage: a root token's sub-task's sub-task ..., this many levels down.
+TOKEN_MAX_SPAWN_DEPTH: Final = 8
+#: Most names in one tool allowlist caveat.
+TOKEN_MAX_TOOLS: Final = 32
+#: Longest tool name in an allowlist, in characters.
+TOKEN_MAX_TOOL_NAME_CHARS: Final = 64

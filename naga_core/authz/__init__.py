@@ -1,0 +1,82 @@
+"""Capability tokens and the authorization algebra (SPEC sections 1 and 3,
+INV-3 and INV-6; docs/design/authz.md; ADR 0003).
+
+The core mints a token for every other process and sub-task
+(:class:`TokenAuthority`); holders narrow it offline
+(:meth:`Token.attenuate`) and present it on every call; the core checks it
+against the call (:meth:`TokenAuthority.verify`, a :class:`Grant` or
+:class:`TokenRejected` with a :class:`RejectReason`). Sub-tasks get strictly
+narrower tokens (:meth:`TokenAuthority.spawn`). Revocations, spending and
+violations are kernel state (:class:`RevocationList`, :class:`BudgetAccount`,
+:class:`ViolationPolicy`), so they are in the ledger.
+
+Pure library: no gRPC here; the server maps :class:`RejectReason` to status
+codes in one place.
+"""
+
+from naga_core.authz._authority import Clock, TokenAuthority
+from naga_core.authz._caveats import (
+    BudgetCeiling,
+    Caveat,
+    ExpiresAt,
+    Request,
+    Risk,
+    RiskCeiling,
+    RoleIs,
+    SessionIs,
+    ToolsAllowed,
+    TrustCeiling,
+)
+from naga_core.authz._errors import (
+    AuthzError,
+    InvalidCaveat,
+    InvalidRequest,
+    RejectReason,
+    TokenKeyError,
+    TokenRejected,
+)
+from naga_core.authz._grant import Grant
+from naga_core.authz._keyfile import load_token_key, token_key_path
+from naga_core.authz._ledgered import REVOKED_FAMILY, SPENT_FAMILY, BudgetAccount, RevocationList
+from naga_core.authz._ratchet import (
+    AUTHZ_RATCHETS,
+    VIOLATIONS_FAMILY,
+    ViolationPolicy,
+    authz_raises,
+)
+from naga_core.authz._token import Ancestor, RootKey, Token
+
+__all__ = [
+    "AUTHZ_RATCHETS",
+    "REVOKED_FAMILY",
+    "SPENT_FAMILY",
+    "VIOLATIONS_FAMILY",
+    "Ancestor",
+    "AuthzError",
+    "BudgetAccount",
+    "BudgetCeiling",
+    "Caveat",
+    "Clock",
+    "ExpiresAt",
+    "Grant",
+    "InvalidCaveat",
+    "InvalidRequest",
+    "RejectReason",
+    "Request",
+    "RevocationList",
+    "Risk",
+    "RiskCeiling",
+    "RoleIs",
+    "RootKey",
+    "SessionIs",
+    "Token",
+    "TokenAuthority",
+    "TokenKeyError",
+    "TokenRejected",
+    "ToolsAllowed",
+    "TrustCeiling",
+    "ViolationPolicy",
+    "authz_raises",
+    "load_token_key",
+    "token_key_path",
+]
