@@ -98,8 +98,9 @@ def test_grpc_module_exposes_the_ledger_service() -> None:
 
     service = ledger_pb2.DESCRIPTOR.services_by_name["LedgerService"]
     assert service.full_name == "naga.v1.LedgerService"
-    rpcs = {"GetHead", "GetRecords", "ProveInclusion", "ProveConsistency"}
+    rpcs = {"GetHead", "GetRecords", "ProveInclusion", "ProveConsistency", "Subscribe"}
     assert set(service.methods_by_name) == rpcs
+    assert service.methods_by_name["Subscribe"].server_streaming
     for name in rpcs:
         assert callable(getattr(ledger_pb2_grpc.LedgerServiceServicer, name))
 
