@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/naga run
+	$(BIN)/naga daemon start --foreground
 
 test: lint typecheck pytest
 
