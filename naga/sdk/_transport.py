@@ -35,7 +35,6 @@ _BY_CODE: dict[grpc.StatusCode, type[errors.SdkError]] = {
     grpc.StatusCode.FAILED_PRECONDITION: errors.FailedPrecondition,
     grpc.StatusCode.RESOURCE_EXHAUSTED: errors.ResourceExhausted,
     grpc.StatusCode.DEADLINE_EXCEEDED: errors.DeadlineExceeded,
-    grpc.StatusCode.CANCELLED: errors.Cancelled,
 }
 
 
@@ -52,6 +51,11 @@ def translate(exc: grpc.RpcError, address: CoreAddress, method: str) -> errors.S
     detail: str = exc.details() or ""  # type: ignore[attr-defined]
     if code is grpc.StatusCode.UNAVAILABLE:
         return unavailable(address, detail)
+    if code is grpc.StatusCode.CANCELLED:
+        # The SDK never cancels a unary call, and a stream it cancelled ends
+        # quietly: this is the core cancelling calls it had not started as it
+        # stops. Like UNAVAILABLE, a write may or may not have been applied.
+        return unavailable(address, "the core cancelled the call; it is stopping")
     cls = _BY_CODE.get(code, errors.CoreFailure)
     name = code.name
     return cls(f"{method.rsplit('/', 1)[-1]}: {detail} ({name})", code=name, detail=detail)

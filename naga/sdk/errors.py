@@ -19,8 +19,10 @@ class SdkError(Exception):
 
 
 class CoreUnavailable(SdkError):
-    """UNAVAILABLE, or no socket at all: the core is not running, is stopping,
-    or restarted under the call. ``hint`` says how to start it."""
+    """UNAVAILABLE (or a call the stopping core CANCELLED), or no socket at
+    all: the core is not running, is stopping, or restarted under the call.
+    A write that fails so may or may not have been applied: read back before
+    repeating one that is not idempotent. ``hint`` says how to start it."""
 
     def __init__(self, message: str, *, hint: str, code: str = "UNAVAILABLE") -> None:
         super().__init__(f"{message}; {hint}", code=code, detail=message)
@@ -64,17 +66,12 @@ class DeadlineExceeded(SdkError):
     """DEADLINE_EXCEEDED: no answer within the call's deadline."""
 
 
-class Cancelled(SdkError):
-    """CANCELLED: the call (a subscription) was cancelled."""
-
-
 class CoreFailure(SdkError):
     """INTERNAL, DATA_LOSS, UNKNOWN and anything else: the core failed; its
     log says more."""
 
 
 __all__ = [
-    "Cancelled",
     "CoreFailure",
     "CoreUnavailable",
     "CredentialUnreadable",
