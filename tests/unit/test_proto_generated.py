@@ -132,6 +132,11 @@ class _OneRecordLedger(ledger_pb2_grpc.LedgerServiceServicer):
     ) -> ledger_pb2.ConsistencyProof:
         return ledger_pb2.ConsistencyProof(old_size=1, new_size=1)
 
+    def Subscribe(  # noqa: N802
+        self, request: ledger_pb2.SubscribeRequest, context: grpc.ServicerContext
+    ) -> Iterator[ledger_pb2.SubscribeEvent]:
+        yield ledger_pb2.SubscribeEvent(caught_up=ledger_pb2.CaughtUp(next_seq=1))
+
 
 @pytest.fixture
 def ledger_channel(tmp_path: Path) -> Iterator[grpc.Channel]:
