@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, cast
 
 import trio
 
@@ -75,10 +75,23 @@ def _foreground(home: Home, ready_fd: int | None) -> Outcome:
                 os.write(ready_fd, _READY)
                 os.close(ready_fd)
 
-    trio.run(main)
+    try:
+        trio.run(main)
+    except BaseExceptionGroup as group:
+        # trio's nurseries group what they raise; a core that could not
+        # start failed for one reason, which the CLI reports as its message.
+        raise _sole(group) from None
     (done,) = ended
     data = {"stopped": True, "reason": done.reason, "failed": done.failed}
     return Outcome(1 if done.failed else 0, data, [f"naga-core stopped: {done.reason}"])
+
+
+def _sole(exc: BaseException) -> BaseException:
+    """The one exception inside nested groups, else the group itself."""
+    if not isinstance(exc, BaseExceptionGroup):
+        return exc
+    group = cast("BaseExceptionGroup[BaseException]", exc)
+    return _sole(group.exceptions[0]) if len(group.exceptions) == 1 else group
 
 
 def _serving_lines(info: CoreInfo) -> list[str]:
@@ -137,6 +150,14 @@ def _detached(home: Home) -> Outcome:
             f"naga-core {why} (exit status {proc.returncode}); the end of {rd.log_path}:\n"
             + _tail(rd.log_path)
         )
+    try:  # serving, by its own word; now check that the socket answers
+        with Client.connect(home.root) as client:
+            client.status()
+    except SdkError as exc:
+        raise DaemonStartFailed(
+            f"naga-core (pid {proc.pid}) said it was serving but does not answer: {exc}; "
+            f"the end of {rd.log_path}:\n" + _tail(rd.log_path)
+        ) from None
     data = {"running": True, "pid": proc.pid, "socket": rd.socket_path, "started": True}
     lines = [
         f"naga-core started (pid {proc.pid}) on unix:{rd.socket_path}",

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from naga_core._home import Home
+from naga_core._store import open_ledger
 from naga_core.cli import main
 
 STATE_CHANGING = [
@@ -58,6 +60,21 @@ def test_daemon_status_and_stop_without_a_core(cli: Cli) -> None:
     code, out, _ = cli("daemon", "stop")
     assert code == 0
     assert out == "naga-core is not running\n"
+
+
+def test_a_detached_start_that_fails_shows_the_log_tail(cli: Cli) -> None:
+    # An offline command holds the ledger: the core cannot open it and exits.
+    with open_ledger(Home(cli.home), create=True):
+        code, out, err = cli("daemon", "start")
+    assert code == 1
+    assert out == ""
+    assert "naga-core exited before serving (exit status 1)" in err
+    assert "the end of " + os.path.join(cli.home, "run", "core.log") in err
+    # The core's own one-line error, from its log (no traceback).
+    assert "naga: ledger at " in err
+    assert "is held by another process" in err
+    assert "Traceback" not in err
+    assert cli("daemon", "status")[0] == 3
 
 
 def test_the_owner_drives_a_detached_core(cli: Cli) -> None:
