@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/naga run
+	$(BIN)/naga daemon start --foreground
 
 test: lint typecheck pytest
 
@@ -35,6 +35,7 @@ proto: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/ledger_append.py --home $$(mktemp -d) --count 20000
+	$(BIN)/python bench/core_rpc.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -77,3 +77,30 @@ TOKEN_MAX_SPAWN_DEPTH: Final = 8
 TOKEN_MAX_TOOLS: Final = 32
 #: Longest tool name in an allowlist, in characters.
 TOKEN_MAX_TOOL_NAME_CHARS: Final = 64
+
+# --- the core daemon's socket and calls ------------------------------------------
+#: Directory under $NAGA_HOME holding the core's socket, lock, pid and owner
+#: credential (mode 0700).
+RUN_DIR_NAME: Final = "run"
+#: The core's gRPC Unix socket, in the run directory (mode 0600).
+CORE_SOCKET_NAME: Final = "core.sock"
+#: The owner credential file, in the run directory (mode 0600): raw random bytes.
+OWNER_TOKEN_NAME: Final = "owner.token"
+#: Bytes of the owner credential the core generates at every start.
+OWNER_TOKEN_BYTES: Final = 32
+#: Largest request message the core accepts.
+MAX_RPC_REQUEST_BYTES: Final = 64 << 10
+#: Largest response message the core sends (and clients accept).
+MAX_RPC_RESPONSE_BYTES: Final = 8 << 20
+#: Most bytes of record payload one GetRecords page or Subscribe batch carries.
+RECORDS_PAGE_MAX_BYTES: Final = 4 << 20
+#: Most entries one page of GetRecords or History returns.
+MAX_PAGE_ENTRIES: Final = 1000
+#: Threads serving gRPC calls in the core (each call holds one while it runs).
+CORE_RPC_THREADS: Final = 16
+#: Most Subscribe streams open at once (each holds a thread while it waits).
+MAX_SUBSCRIBERS: Final = 8
+#: Seconds in-flight calls get to finish when the core stops.
+SHUTDOWN_GRACE_S: Final = 5.0
+#: Default deadline of one SDK call, in seconds.
+RPC_DEADLINE_S: Final = 10.0

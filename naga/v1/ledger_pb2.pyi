@@ -370,3 +370,89 @@ class ProveConsistencyRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ProveConsistencyRequest: _TypeAlias = ProveConsistencyRequest  # noqa: Y015
+
+@_typing.final
+class SubscribeRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FROM_SEQ_FIELD_NUMBER: _builtins.int
+    KINDS_FIELD_NUMBER: _builtins.int
+    from_seq: _builtins.int
+    """First seq to send. Records from there to the head are sent first, then
+    each new record as it becomes durable. OUT_OF_RANGE if greater than
+    Head.size.
+    """
+    @_builtins.property
+    def kinds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Visibility: the record kinds the caller may see (exact kinds, each
+        1 to 64 printable ASCII bytes without spaces; at most 64 entries). The
+        server sends only records of these kinds; empty means every kind the
+        caller's credential allows (all, for the owner).
+        """
+
+    def __init__(
+        self,
+        *,
+        from_seq: _builtins.int = ...,
+        kinds: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_seq", b"from_seq", "kinds", b"kinds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SubscribeRequest: _TypeAlias = SubscribeRequest  # noqa: Y015
+
+@_typing.final
+class CaughtUp(_message.Message):
+    """Sent when the stream has delivered everything durable so far: all records
+    before next_seq were considered (and the visible ones sent).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NEXT_SEQ_FIELD_NUMBER: _builtins.int
+    next_seq: _builtins.int
+    def __init__(
+        self,
+        *,
+        next_seq: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_seq", b"next_seq"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CaughtUp: _TypeAlias = CaughtUp  # noqa: Y015
+
+@_typing.final
+class SubscribeEvent(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECORD_FIELD_NUMBER: _builtins.int
+    CAUGHT_UP_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def record(self) -> Global___Record:
+        """A durable record the caller may see, in seq order."""
+
+    @_builtins.property
+    def caught_up(self) -> Global___CaughtUp:
+        """The stream reached the ledger's end; sent each time it does."""
+
+    def __init__(
+        self,
+        *,
+        record: Global___Record | None = ...,
+        caught_up: Global___CaughtUp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caught_up", b"caught_up", "event", b"event", "record", b"record"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caught_up", b"caught_up", "event", b"event", "record", b"record"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["record", "caught_up"]  # noqa: Y015
+    _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
+
+Global___SubscribeEvent: _TypeAlias = SubscribeEvent  # noqa: Y015

@@ -56,6 +56,11 @@ class LedgerServiceStub:
                 request_serializer=naga_dot_v1_dot_ledger__pb2.ProveConsistencyRequest.SerializeToString,
                 response_deserializer=naga_dot_v1_dot_ledger__pb2.ConsistencyProof.FromString,
                 _registered_method=True)
+        self.Subscribe = channel.unary_stream(
+                '/naga.v1.LedgerService/Subscribe',
+                request_serializer=naga_dot_v1_dot_ledger__pb2.SubscribeRequest.SerializeToString,
+                response_deserializer=naga_dot_v1_dot_ledger__pb2.SubscribeEvent.FromString,
+                _registered_method=True)
 
 
 class LedgerServiceServicer:
@@ -91,6 +96,14 @@ class LedgerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Subscribe(self, request, context):
+        """Records from from_seq on, then new ones as they are appended, filtered
+        by kind. Ends when the caller cancels or the core shuts down.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LedgerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -113,6 +126,11 @@ def add_LedgerServiceServicer_to_server(servicer, server):
                     servicer.ProveConsistency,
                     request_deserializer=naga_dot_v1_dot_ledger__pb2.ProveConsistencyRequest.FromString,
                     response_serializer=naga_dot_v1_dot_ledger__pb2.ConsistencyProof.SerializeToString,
+            ),
+            'Subscribe': grpc.unary_stream_rpc_method_handler(
+                    servicer.Subscribe,
+                    request_deserializer=naga_dot_v1_dot_ledger__pb2.SubscribeRequest.FromString,
+                    response_serializer=naga_dot_v1_dot_ledger__pb2.SubscribeEvent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -225,6 +243,33 @@ class LedgerService:
             '/naga.v1.LedgerService/ProveConsistency',
             naga_dot_v1_dot_ledger__pb2.ProveConsistencyRequest.SerializeToString,
             naga_dot_v1_dot_ledger__pb2.ConsistencyProof.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Subscribe(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/naga.v1.LedgerService/Subscribe',
+            naga_dot_v1_dot_ledger__pb2.SubscribeRequest.SerializeToString,
+            naga_dot_v1_dot_ledger__pb2.SubscribeEvent.FromString,
             options,
             channel_credentials,
             insecure,

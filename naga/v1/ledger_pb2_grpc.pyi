@@ -58,6 +58,10 @@ class LedgerServiceStub:
     """An inclusion proof for one record against the current head."""
     ProveConsistency: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.ProveConsistencyRequest, _ledger_pb2.ConsistencyProof]
     """A consistency proof between two tree sizes."""
+    Subscribe: _grpc.UnaryStreamMultiCallable[_ledger_pb2.SubscribeRequest, _ledger_pb2.SubscribeEvent]
+    """Records from from_seq on, then new ones as they are appended, filtered
+    by kind. Ends when the caller cancels or the core shuts down.
+    """
 
 @_typing.type_check_only
 class LedgerServiceAsyncStub(LedgerServiceStub):
@@ -74,6 +78,10 @@ class LedgerServiceAsyncStub(LedgerServiceStub):
     """An inclusion proof for one record against the current head."""
     ProveConsistency: _aio.UnaryUnaryMultiCallable[_ledger_pb2.ProveConsistencyRequest, _ledger_pb2.ConsistencyProof]  # type: ignore[assignment]
     """A consistency proof between two tree sizes."""
+    Subscribe: _aio.UnaryStreamMultiCallable[_ledger_pb2.SubscribeRequest, _ledger_pb2.SubscribeEvent]  # type: ignore[assignment]
+    """Records from from_seq on, then new ones as they are appended, filtered
+    by kind. Ends when the caller cancels or the core shuts down.
+    """
 
 class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
     """Read-only access to the ledger. Every call is checked against the caller's
@@ -111,5 +119,15 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.ConsistencyProof, _abc.Awaitable[_ledger_pb2.ConsistencyProof]]:
         """A consistency proof between two tree sizes."""
+
+    @_abc_1.abstractmethod
+    def Subscribe(
+        self,
+        request: _ledger_pb2.SubscribeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_ledger_pb2.SubscribeEvent], _abc.AsyncIterator[_ledger_pb2.SubscribeEvent]]:
+        """Records from from_seq on, then new ones as they are appended, filtered
+        by kind. Ends when the caller cancels or the core shuts down.
+        """
 
 def add_LedgerServiceServicer_to_server(servicer: LedgerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

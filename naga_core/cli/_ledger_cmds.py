@@ -1,20 +1,40 @@
-"""``naga ledger verify | recover | head | prove SEQ | rebuild``."""
+"""``naga ledger verify | recover | head | prove SEQ | rebuild``.
+
+These open the ledger files directly. While naga-core runs it owns them:
+``head`` and ``prove`` then ask it (naga.sdk), and the others refuse with a
+clear message instead of racing it for the ledger.
+"""
 
 from __future__ import annotations
 
 import argparse
 import base64
 
+from naga.sdk import Client
+from naga.v1 import ledger_pb2 as lpb
 from naga_core._home import Home
 from naga_core._store import blob_store, open_ledger, projection_path, verifier_for
 from naga_core.cli._output import Outcome, Progress
+from naga_core.daemon import running_pid
 from naga_core.errors import ConfigError
+from naga_core.ledger import InclusionProof
 from naga_core.ledger._fs import OsFileSystem
 from naga_core.ledger._projection import Projection
 from naga_core.ledger._verify import verify_ledger
 
 
+def _refuse_while_serving(home: Home, action: str) -> None:
+    pid = running_pid(home)
+    if pid is not None:
+        raise ConfigError(
+            f"naga-core (pid {pid}) is running and owns the ledger of {home.root}; "
+            f"`naga ledger {action}` works on the files directly: stop the core first "
+            "(naga daemon stop)"
+        )
+
+
 def verify(_args: argparse.Namespace, home: Home) -> Outcome:
+    _refuse_while_serving(home, "verify")
     if not home.exists():
         raise ConfigError(f"no Naga home at {home.root} (set NAGA_HOME or pass --home)")
     report = verify_ledger(
@@ -57,6 +77,7 @@ def verify(_args: argparse.Namespace, home: Home) -> Outcome:
 
 
 def recover(_args: argparse.Namespace, home: Home) -> Outcome:
+    _refuse_while_serving(home, "recover")
     with open_ledger(home, create=False) as ledger:
         rep = ledger.report
     data = {
@@ -74,7 +95,34 @@ def recover(_args: argparse.Namespace, home: Home) -> Outcome:
     return Outcome(0, data, lines)
 
 
+def _head_from_core(home: Home) -> Outcome:
+    with Client.connect(home.root) as core:
+        h = core.head()
+        last = core.records(h.last_seq, 1)[0].leaf_hash if h.size else bytes(32)
+    verifier = verifier_for(home)
+    data = {
+        "size": h.size,
+        "last_seq": h.size - 1 if h.size else None,
+        "last_leaf_hash": last.hex(),
+        "root": h.root.hex(),
+        "sealed_segments": None,  # the core does not report it (yet)
+        "checkpoint": h.checkpoint,
+        "key_name": verifier.key_name,
+        "vkey": verifier.vkey(),
+        "via": "naga-core",
+    }
+    lines = [
+        f"records: {h.size}",
+        f"root: {h.root.hex()}",
+        "checkpoint (signed by the running core):",
+        *("  " + line for line in h.checkpoint.splitlines()),
+    ]
+    return Outcome(0, data, lines)
+
+
 def head(_args: argparse.Namespace, home: Home) -> Outcome:
+    if running_pid(home) is not None:
+        return _head_from_core(home)
     with open_ledger(home, create=False) as ledger:
         h = ledger.head()
         checkpoint = ledger.checkpoint()
@@ -100,9 +148,18 @@ def head(_args: argparse.Namespace, home: Home) -> Outcome:
 
 def prove(args: argparse.Namespace, home: Home) -> Outcome:
     seq: int = args.seq
+    if running_pid(home) is not None:
+        with Client.connect(home.root) as core:
+            p = core.prove_inclusion(seq)
+        vkey = verifier_for(home).vkey()
+        return _proof_outcome(p, vkey)
     with open_ledger(home, create=False) as ledger:
-        p = ledger.prove_inclusion(seq)
+        proof = ledger.prove_inclusion(seq)
         vkey = ledger.signer.verifier().vkey()
+    return _proof_outcome(proof, vkey)
+
+
+def _proof_outcome(p: InclusionProof | lpb.InclusionProof, vkey: str) -> Outcome:
     data = {
         "seq": p.seq,
         "leaf_index": p.seq,
@@ -131,6 +188,7 @@ def prove(args: argparse.Namespace, home: Home) -> Outcome:
 
 
 def rebuild(_args: argparse.Namespace, home: Home) -> Outcome:
+    _refuse_while_serving(home, "rebuild")
     path = projection_path(home)
     with open_ledger(home, create=False) as ledger:
         projection = Projection.rebuild(path, ledger, progress=Progress("rebuilding projection"))

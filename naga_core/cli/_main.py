@@ -1,4 +1,9 @@
-"""Argument parsing and dispatch for ``naga``."""
+"""Argument parsing and dispatch for ``naga``.
+
+Each command group adds itself to the parser in its own ``_add_*``
+function, so groups built on other branches (``daemon install``,
+``doctor``) merge as one more function and one more call.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +11,24 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from typing import TypeAlias
 
+from naga.sdk.errors import SdkError
 from naga_core._home import Home
-from naga_core.cli import _doctor_cmd, _install_cmd, _ledger_cmds, _run_cmd
+from naga_core.cli import (
+    _daemon_cmds,
+    _doctor_cmd,
+    _install_cmd,
+    _kernel_cmds,
+    _ledger_cmds,
+    _run_cmd,
+)
 from naga_core.cli._output import Outcome
-from naga_core.errors import LedgerCorrupt, LedgerLocked, NagaError
+from naga_core.errors import NagaError
 
 Handler = Callable[[argparse.Namespace, Home], Outcome]
+# What add_subparsers returns; argparse does not export the class.
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # pyright: ignore[reportPrivateUsage]
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -20,14 +36,81 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def _command(
+    sub: Subparsers,
+    name: str,
+    handler: Handler,
+    help_text: str,
+) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help=help_text)
+    _common(p)
+    p.set_defaults(handler=handler)
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="naga", description="Naga, a personal AI agent runtime")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _command(sub, "run", _run_cmd.run, "check the home and ledger once (see README)")
+    _add_daemon(sub)
+    _add_kernel(sub)
+    _add_ledger(sub)
+    doctor = sub.add_parser("doctor", help=_doctor_cmd.HELP)
+    _common(doctor)
+    _doctor_cmd.configure(doctor)
+    return parser
 
-    run = sub.add_parser("run", help="start what Naga has so far (see README)")
-    _common(run)
-    run.set_defaults(handler=_run_cmd.run)
 
+def _add_daemon(sub: Subparsers) -> None:
+    daemon = sub.add_parser("daemon", help="start, stop and inspect naga-core")
+    dsub = daemon.add_subparsers(dest="daemon_command", required=True, metavar="ACTION")
+    start = _command(dsub, "start", _daemon_cmds.start, "start naga-core (detached by default)")
+    start.add_argument(
+        "--foreground", action="store_true", help="serve in this process until stopped"
+    )
+    # Internal: the detached start's readiness pipe (see _daemon_cmds).
+    start.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
+    _command(dsub, "stop", _daemon_cmds.stop, "stop naga-core gracefully")
+    _command(dsub, "status", _daemon_cmds.status, "every process with its role and pid")
+    install = dsub.add_parser("install", help=_install_cmd.HELP)
+    _common(install)
+    _install_cmd.configure(install)
+
+
+def _add_kernel(sub: Subparsers) -> None:
+    history = _command(sub, "history", _kernel_cmds.history, "recent ledger entries")
+    history.add_argument("--limit", type=_positive, default=20, help="entries (default 20)")
+
+    rollback = _command(
+        sub, "rollback", _kernel_cmds.rollback, "keep entry SEQ, undo every later effect"
+    )
+    rollback.add_argument(
+        "--to", type=_seq_or_start, required=True, metavar="SEQ", help="entry to keep (-1: all)"
+    )
+    rollback.add_argument("--dry-run", action="store_true", help="preview only")
+
+    config = sub.add_parser("config", help="typed settings")
+    csub = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
+    get = _command(csub, "get", _kernel_cmds.config_get, "a setting, its rule and default")
+    get.add_argument("name", metavar="NAME")
+    setp = _command(csub, "set", _kernel_cmds.config_set, "set a setting (checked by its rule)")
+    setp.add_argument("name", metavar="NAME")
+    setp.add_argument("value", metavar="VALUE")
+    reset = _command(csub, "reset", _kernel_cmds.config_reset, "back to the default")
+    reset.add_argument("name", metavar="NAME")
+    _command(csub, "list", _kernel_cmds.config_list, "every setting")
+
+    trust = sub.add_parser("trust", help="the trust table")
+    tsub = trust.add_subparsers(dest="trust_command", required=True, metavar="ACTION")
+    show = _command(tsub, "show", _kernel_cmds.trust_show, "every peer, or one")
+    show.add_argument("peer", nargs="?", metavar="PEER")
+    tset = _command(tsub, "set", _kernel_cmds.trust_set, "set a peer's level (as the owner)")
+    tset.add_argument("peer", metavar="PEER", help="<channel>:<id>, e.g. wechat:wxid_abc")
+    tset.add_argument("level", metavar="LEVEL", help="untrusted, guest, known or owner")
+    tset.add_argument("--reason", default="", help="kept in the ledger entry")
+
+
+def _add_ledger(sub: Subparsers) -> None:
     ledger = sub.add_parser("ledger", help="inspect, prove and repair the ledger")
     lsub = ledger.add_subparsers(dest="ledger_command", required=True, metavar="ACTION")
     for name, handler, help_text in (
@@ -36,36 +119,36 @@ def build_parser() -> argparse.ArgumentParser:
         ("head", _ledger_cmds.head, "size, root and a signed checkpoint"),
         ("rebuild", _ledger_cmds.rebuild, "rebuild the SQLite projection from the log"),
     ):
-        p = lsub.add_parser(name, help=help_text)
-        _common(p)
-        p.set_defaults(handler=handler)
-    prove = lsub.add_parser("prove", help="inclusion proof of record SEQ with a checkpoint")
+        _command(lsub, name, handler, help_text)
+    prove = _command(lsub, "prove", _ledger_cmds.prove, "inclusion proof of SEQ with a checkpoint")
     prove.add_argument("seq", type=_nonnegative, metavar="SEQ")
-    _common(prove)
-    prove.set_defaults(handler=_ledger_cmds.prove)
-
-    _add_daemon_commands(sub.add_parser("daemon", help="install and run the core daemon"))
-    doctor = sub.add_parser("doctor", help=_doctor_cmd.HELP)
-    _common(doctor)
-    _doctor_cmd.configure(doctor)
-    return parser
 
 
-def _add_daemon_commands(daemon: argparse.ArgumentParser) -> None:
-    """``naga daemon ACTION``; each action's module configures its parser."""
-    actions = daemon.add_subparsers(dest="daemon_command", required=True, metavar="ACTION")
-    install = actions.add_parser("install", help=_install_cmd.HELP)
-    _common(install)
-    _install_cmd.configure(install)
+def _whole(text: str) -> int:
+    try:
+        return int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
 
 
 def _nonnegative(text: str) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    value = _whole(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _whole(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
+def _seq_or_start(text: str) -> int:
+    value = _whole(text)
+    if value < -1:
+        raise argparse.ArgumentTypeError(f"{value} is not a ledger seq (-1 undoes everything)")
     return value
 
 
@@ -76,9 +159,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         home = Home.resolve(args.home)
         outcome = handler(args, home)
-    except (LedgerCorrupt, LedgerLocked, NagaError, OSError) as exc:
+    except (NagaError, SdkError, OSError) as exc:
         # OSError: a file of the home that cannot be read (a directory where
         # the key file belongs, EIO, EACCES); its message names the path.
+        # SdkError: the core refused, or is not running (the message says
+        # how to start it).
         if as_json:
             sys.stdout.write(json.dumps({"ok": False, "error": str(exc)}) + "\n")
         sys.stderr.write(f"naga: {exc}\n")

@@ -1,7 +1,9 @@
-"""``naga run``: what ``make run`` starts while the daemon is not built yet.
+"""``naga run``: a one-shot check of the home, without starting anything.
 
 It creates the home, opens (and so recovers) the ledger, brings the
-projection up to date and says plainly what is and is not there yet.
+projection up to date and says how to start the core (``make run`` runs
+``naga daemon start --foreground``). While the core runs it owns the
+ledger, so this refuses and points at ``naga daemon status``.
 """
 
 from __future__ import annotations
@@ -11,10 +13,18 @@ import argparse
 from naga_core._home import Home
 from naga_core._store import open_ledger, projection_path
 from naga_core.cli._output import Outcome
+from naga_core.daemon import running_pid
+from naga_core.errors import ConfigError
 from naga_core.ledger._projection import Projection
 
 
 def run(_args: argparse.Namespace, home: Home) -> Outcome:
+    pid = running_pid(home)
+    if pid is not None:
+        raise ConfigError(
+            f"naga-core (pid {pid}) is running on {home.root} and owns its ledger; "
+            "see `naga daemon status`"
+        )
     with open_ledger(home, create=True) as ledger:
         h = ledger.head()
         projection = Projection.open(projection_path(home))
@@ -30,8 +40,8 @@ def run(_args: argparse.Namespace, home: Home) -> Outcome:
         f"projection: up to date ({caught.applied} records applied"
         + (f", rebuilt: {caught.reason})" if caught.rebuilt else ")"),
         "",
-        "What exists so far is the durable ledger (try: naga ledger verify, naga ledger head).",
-        "The daemon, the agent and the WebChat console are not built yet, so there is no",
+        "Start the core with `naga daemon start` (or `make run`, which keeps it in the",
+        "foreground). The agent and the WebChat console are not built yet, so there is no",
         "WebChat URL to open; see README.md, 'Status'.",
     ]
     data = {
@@ -39,6 +49,6 @@ def run(_args: argparse.Namespace, home: Home) -> Outcome:
         "records": h.size,
         "root": h.root.hex(),
         "webchat_url": None,
-        "daemon": "not built yet",
+        "daemon": "not running (start: naga daemon start)",
     }
     return Outcome(0, data, lines)

@@ -1,7 +1,8 @@
 """INV-4 single writer: only naga_core.ledger opens ledger files for writing.
 
 A real workload (the CLI and the store: run, append, rebuild, recover,
-verify, head, prove) runs in a child interpreter with an audit hook that sees
+verify, head, prove; and naga-core serving SetSetting and Rollback calls
+from several client threads at once) runs in a child interpreter with an audit hook that sees
 every ``open``/``os.open`` and ``sqlite3.connect``; each one under
 ``$NAGA_HOME/ledger`` that can write is attributed to the innermost project
 module on the stack. Any writer outside ``naga_core.ledger`` fails the test.
@@ -66,6 +67,36 @@ _WORKLOAD = textwrap.dedent(
     for argv in (["ledger", "rebuild"], ["ledger", "recover"], ["ledger", "verify"],
                  ["ledger", "head"], ["ledger", "prove", "7"], ["run"]):
         assert main(argv) == 0, argv
+
+    # The core daemon: concurrent clients, every write through its one loop.
+    import threading, trio
+    from naga.sdk import Client
+    from naga_core.daemon import CoreConfig, serve_core
+
+    ready = threading.Event()
+
+    def serve():
+        async def main():
+            async with trio.open_nursery() as nursery:
+                await nursery.start(serve_core, CoreConfig(Home.resolve(None)))
+                ready.set()
+        trio.run(main)
+
+    core = threading.Thread(target=serve)
+    core.start()
+    assert ready.wait(60), "the core did not start"
+
+    def client(n):
+        with Client.connect() as c:
+            for i in range(20):
+                c.set_setting("agent.max_steps", 1 + (n * 20 + i) % 100)
+    writers = [threading.Thread(target=client, args=(n,)) for n in range(4)]
+    for w in writers: w.start()
+    for w in writers: w.join()
+    with Client.connect() as c:
+        c.rollback(300)
+        c.shutdown("done")
+    core.join()
     """
 )
 

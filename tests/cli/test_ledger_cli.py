@@ -127,7 +127,8 @@ def test_run_creates_a_private_home(cli: Cli, tmp_path: Path) -> None:
     root = str(tmp_path / "home")
     res = cli("run", "--home", root)
     assert res.code == 0, res.err
-    assert "The daemon, the agent and the WebChat console are not built yet" in res.out
+    assert "Start the core with `naga daemon start`" in res.out
+    assert "The agent and the WebChat console are not built yet" in res.out
     assert "there is no\nWebChat URL to open" in res.out
     home = Home(root)
     for d in (root, home.keys_dir, home.ledger_dir, os.path.join(home.ledger_dir, "segments")):

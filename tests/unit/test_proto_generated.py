@@ -98,8 +98,9 @@ def test_grpc_module_exposes_the_ledger_service() -> None:
 
     service = ledger_pb2.DESCRIPTOR.services_by_name["LedgerService"]
     assert service.full_name == "naga.v1.LedgerService"
-    rpcs = {"GetHead", "GetRecords", "ProveInclusion", "ProveConsistency"}
+    rpcs = {"GetHead", "GetRecords", "ProveInclusion", "ProveConsistency", "Subscribe"}
     assert set(service.methods_by_name) == rpcs
+    assert service.methods_by_name["Subscribe"].server_streaming
     for name in rpcs:
         assert callable(getattr(ledger_pb2_grpc.LedgerServiceServicer, name))
 
@@ -130,6 +131,11 @@ class _OneRecordLedger(ledger_pb2_grpc.LedgerServiceServicer):
         self, request: ledger_pb2.ProveConsistencyRequest, context: grpc.ServicerContext
     ) -> ledger_pb2.ConsistencyProof:
         return ledger_pb2.ConsistencyProof(old_size=1, new_size=1)
+
+    def Subscribe(  # noqa: N802
+        self, request: ledger_pb2.SubscribeRequest, context: grpc.ServicerContext
+    ) -> Iterator[ledger_pb2.SubscribeEvent]:
+        yield ledger_pb2.SubscribeEvent(caught_up=ledger_pb2.CaughtUp(next_seq=1))
 
 
 @pytest.fixture

@@ -1,0 +1,26 @@
+"""The Naga client SDK: typed access to naga-core over its Unix socket.
+
+For programs that drive Naga (the CLI, the gateway, plugins, scripts). It
+imports only the contracts (``naga.v1``) and grpcio, never ``naga_core``.
+Examples: docs/sdk.md.
+
+    from naga.sdk import Client
+
+    with Client.connect() as core:          # $NAGA_HOME's core, owner credential
+        print(core.head().size)
+        core.set_setting("agent.max_steps", 30)
+"""
+
+from naga.sdk import errors
+from naga.sdk._address import CoreAddress, default_home, owner_credential, read_credential
+from naga.sdk._client import Client, Subscription
+
+__all__ = [
+    "Client",
+    "CoreAddress",
+    "Subscription",
+    "default_home",
+    "errors",
+    "owner_credential",
+    "read_credential",
+]

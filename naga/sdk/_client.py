@@ -1,0 +1,321 @@
+"""The typed client of naga-core (docs/sdk.md)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from typing import TypeVar
+
+from google.protobuf.message import DecodeError, Message
+
+from naga.constants import RPC_DEADLINE_S
+from naga.sdk import errors
+from naga.sdk._address import CoreAddress, read_credential
+from naga.sdk._transport import StreamCall, Transport, unavailable
+from naga.v1 import core_pb2 as cpb
+from naga.v1 import kernel_pb2 as kpb
+from naga.v1 import ledger_pb2 as lpb
+
+R = TypeVar("R", bound=Message)
+Scalar = str | int | float | bool | bytes
+
+_KERNEL = "/naga.v1.KernelService/"
+_LEDGER = "/naga.v1.LedgerService/"
+_SUPERVISOR = "/naga.v1.SupervisorService/"
+# A read that met UNAVAILABLE is retried this many times on a fresh channel
+# (the core may have restarted under it); writes never are: they may have
+# been applied before the connection broke.
+_READ_ATTEMPTS = 3
+
+_TRUST_LEVELS = {
+    "untrusted": cpb.TRUST_LEVEL_UNTRUSTED,
+    "guest": cpb.TRUST_LEVEL_GUEST,
+    "known": cpb.TRUST_LEVEL_KNOWN,
+    "owner": cpb.TRUST_LEVEL_OWNER,
+}
+
+
+class Client:
+    """A connection to one naga-core. Build with :meth:`connect`.
+
+    Every method is one RPC with a deadline (``timeout``, default
+    ``RPC_DEADLINE_S``) and raises only :class:`naga.sdk.errors.SdkError`
+    subclasses. After UNAVAILABLE the client reconnects on the next call
+    (re-reading the owner credential file, which a restarted core rewrote);
+    reads are retried on a fresh connection, writes are not. Safe to share
+    between threads.
+    """
+
+    def __init__(self, transport: Transport, timeout: float) -> None:
+        self._t = transport
+        self._timeout = timeout
+
+    @classmethod
+    def connect(
+        cls,
+        target: str | os.PathLike[str] | None = None,
+        credential: bytes | None = None,
+        *,
+        timeout: float = RPC_DEADLINE_S,
+    ) -> Client:
+        """Connect to the core of a home directory (default ``$NAGA_HOME``,
+        else ``~/.naga``) or at a socket path.
+
+        ``credential`` defaults to the owner credential in the run directory
+        beside the socket, read again at every reconnect. Raises
+        :class:`~naga.sdk.errors.CoreUnavailable` (with how to start the
+        core) when no core listens there.
+        """
+        address = CoreAddress.resolve(target)
+        if not address.socket_exists():
+            raise unavailable(address, "no socket")
+        if credential is None:
+            path = address.credential_file
+            transport = Transport(address, lambda: read_credential(path))
+        else:
+            fixed = bytes(credential)
+            transport = Transport(address, lambda: fixed)
+        return cls(transport, timeout)
+
+    @property
+    def socket(self) -> str:
+        return self._t.address.socket
+
+    def close(self) -> None:
+        self._t.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # --- plumbing -----------------------------------------------------------------
+
+    def _call(
+        self,
+        method: str,
+        request: Message,
+        response: type[R],
+        *,
+        read: bool,
+        timeout: float | None,
+    ) -> R:
+        raw = request.SerializeToString()
+        attempts = _READ_ATTEMPTS if read else 1
+        for attempt in range(attempts):
+            try:
+                answer = self._t.unary(method, raw, self._timeout if timeout is None else timeout)
+                break
+            except errors.CoreUnavailable:
+                if attempt + 1 == attempts:
+                    raise
+        else:  # pragma: no cover - the loop breaks or raises
+            raise AssertionError("unreachable")
+        try:
+            return response.FromString(answer)
+        except DecodeError as exc:
+            raise errors.CoreFailure(f"{method}: undecodable response: {exc}") from None
+
+    # --- ledger -------------------------------------------------------------------
+
+    def head(self, *, timeout: float | None = None) -> lpb.Head:
+        """The ledger's size and root, with a checkpoint signed for them."""
+        return self._call(
+            _LEDGER + "GetHead", lpb.GetHeadRequest(), lpb.Head, read=True, timeout=timeout
+        )
+
+    def records(
+        self, from_seq: int = 0, limit: int = 0, *, timeout: float | None = None
+    ) -> list[lpb.Record]:
+        """A page of records from ``from_seq`` (empty past the end); page on
+        from the last seq + 1."""
+        req = lpb.GetRecordsRequest(from_seq=from_seq, limit=limit)
+        resp = self._call(
+            _LEDGER + "GetRecords", req, lpb.GetRecordsResponse, read=True, timeout=timeout
+        )
+        return list(resp.records)
+
+    def prove_inclusion(self, seq: int, *, timeout: float | None = None) -> lpb.InclusionProof:
+        req = lpb.ProveInclusionRequest(seq=seq)
+        return self._call(
+            _LEDGER + "ProveInclusion", req, lpb.InclusionProof, read=True, timeout=timeout
+        )
+
+    def prove_consistency(
+        self, old_size: int, new_size: int, *, timeout: float | None = None
+    ) -> lpb.ConsistencyProof:
+        req = lpb.ProveConsistencyRequest(old_size=old_size, new_size=new_size)
+        return self._call(
+            _LEDGER + "ProveConsistency", req, lpb.ConsistencyProof, read=True, timeout=timeout
+        )
+
+    def subscribe(
+        self, from_seq: int = 0, kinds: Iterable[str] = (), *, timeout: float | None = None
+    ) -> Subscription:
+        """Records from ``from_seq`` on, then new ones as they are appended,
+        of the given kinds only (all when empty). Iterate it; ``cancel()``
+        ends it from another thread."""
+        req = lpb.SubscribeRequest(from_seq=from_seq, kinds=list(kinds))
+        return Subscription(self._t.stream(_LEDGER + "Subscribe", req.SerializeToString(), timeout))
+
+    # --- kernel -------------------------------------------------------------------
+
+    def history(
+        self, limit: int = 0, before_seq: int | None = None, *, timeout: float | None = None
+    ) -> cpb.HistoryResponse:
+        """Recent entries, newest first (``limit`` 0: the core's default of 50)."""
+        req = cpb.HistoryRequest(limit=limit)
+        if before_seq is not None:
+            req.before_seq = before_seq
+        return self._call(_KERNEL + "History", req, cpb.HistoryResponse, read=True, timeout=timeout)
+
+    def rollback(
+        self,
+        to_seq: int,
+        *,
+        dry_run: bool = False,
+        by_owner: bool = False,
+        timeout: float | None = None,
+    ) -> cpb.RollbackResponse:
+        """Keep entry ``to_seq`` and undo every later effect (-1: all), or
+        with ``dry_run`` only preview it. ``by_owner`` asserts the owner's
+        authority, which a rollback that raises a privilege needs."""
+        req = cpb.RollbackRequest(to_seq=to_seq, dry_run=dry_run, by_owner=by_owner)
+        return self._call(
+            _KERNEL + "Rollback", req, cpb.RollbackResponse, read=dry_run, timeout=timeout
+        )
+
+    def get_setting(self, name: str, *, timeout: float | None = None) -> cpb.Setting:
+        req = cpb.GetSettingRequest(name=name)
+        return self._call(_KERNEL + "GetSetting", req, cpb.Setting, read=True, timeout=timeout)
+
+    def list_settings(self, *, timeout: float | None = None) -> list[cpb.Setting]:
+        resp = self._call(
+            _KERNEL + "ListSettings",
+            cpb.ListSettingsRequest(),
+            cpb.ListSettingsResponse,
+            read=True,
+            timeout=timeout,
+        )
+        return list(resp.settings)
+
+    def set_setting(
+        self, name: str, value: Scalar, *, timeout: float | None = None
+    ) -> cpb.SetSettingResponse:
+        """Set a typed value (it must be of the setting's kind)."""
+        req = cpb.SetSettingRequest(name=name, value=_value(value))
+        return self._set(req, timeout)
+
+    def set_setting_text(
+        self, name: str, text: str, *, timeout: float | None = None
+    ) -> cpb.SetSettingResponse:
+        """Set from text, parsed by the setting's kind (as ``naga config set``)."""
+        return self._set(cpb.SetSettingRequest(name=name, text=text), timeout)
+
+    def reset_setting(self, name: str, *, timeout: float | None = None) -> cpb.SetSettingResponse:
+        """Remove the registered value; the default applies again."""
+        return self._set(cpb.SetSettingRequest(name=name, reset=True), timeout)
+
+    def _set(self, req: cpb.SetSettingRequest, timeout: float | None) -> cpb.SetSettingResponse:
+        return self._call(
+            _KERNEL + "SetSetting", req, cpb.SetSettingResponse, read=False, timeout=timeout
+        )
+
+    def get_trust(self, peer: str, *, timeout: float | None = None) -> cpb.TrustEntry:
+        req = cpb.GetTrustRequest(peer=peer)
+        return self._call(_KERNEL + "GetTrust", req, cpb.TrustEntry, read=True, timeout=timeout)
+
+    def set_trust(
+        self,
+        peer: str,
+        level: str | cpb.TrustLevel.ValueType,
+        *,
+        by_owner: bool = False,
+        reason: str = "",
+        timeout: float | None = None,
+    ) -> cpb.SetTrustResponse:
+        """Set a peer's level (a label such as ``"known"``, or the enum).
+        Raising needs ``by_owner`` (INV-6)."""
+        req = cpb.SetTrustRequest(
+            peer=peer, level=_trust_level(level), by_owner=by_owner, reason=reason
+        )
+        return self._call(
+            _KERNEL + "SetTrust", req, cpb.SetTrustResponse, read=False, timeout=timeout
+        )
+
+    def list_trust(self, *, timeout: float | None = None) -> list[cpb.TrustEntry]:
+        resp = self._call(
+            _KERNEL + "ListTrust",
+            cpb.ListTrustRequest(),
+            cpb.ListTrustResponse,
+            read=True,
+            timeout=timeout,
+        )
+        return list(resp.entries)
+
+    # --- supervisor ---------------------------------------------------------------
+
+    def status(self, *, timeout: float | None = None) -> cpb.StatusResponse:
+        """The processes the core supervises (the core first)."""
+        return self._call(
+            _SUPERVISOR + "Status",
+            cpb.StatusRequest(),
+            cpb.StatusResponse,
+            read=True,
+            timeout=timeout,
+        )
+
+    def shutdown(self, reason: str = "", *, timeout: float | None = None) -> None:
+        """Ask the core to stop gracefully (returns once it accepted)."""
+        self._call(
+            _SUPERVISOR + "Shutdown",
+            cpb.ShutdownRequest(reason=reason),
+            cpb.ShutdownResponse,
+            read=False,
+            timeout=timeout,
+        )
+
+
+class Subscription:
+    """An open Subscribe stream: iterate for :class:`SubscribeEvent`s."""
+
+    def __init__(self, call: StreamCall) -> None:
+        self._call = call
+
+    def cancel(self) -> None:
+        """End the stream; iteration stops without an error."""
+        self._call.cancel()
+
+    def __iter__(self) -> Iterator[lpb.SubscribeEvent]:
+        for raw in self._call:
+            try:
+                yield lpb.SubscribeEvent.FromString(raw)
+            except DecodeError as exc:
+                raise errors.CoreFailure(f"Subscribe: undecodable event: {exc}") from None
+
+
+def _value(v: Scalar) -> kpb.Value:
+    # bool before int: bool is an int subclass.
+    if isinstance(v, bool):
+        return kpb.Value(flag=v)
+    if isinstance(v, int):
+        return kpb.Value(integer=v)
+    if isinstance(v, float):
+        return kpb.Value(real=v)
+    if isinstance(v, str):
+        return kpb.Value(text=v)
+    return kpb.Value(raw=v)
+
+
+def _trust_level(level: str | cpb.TrustLevel.ValueType) -> cpb.TrustLevel.ValueType:
+    if isinstance(level, str):
+        found = _TRUST_LEVELS.get(level)
+        if found is None:
+            labels = ", ".join(_TRUST_LEVELS)
+            raise errors.InvalidArgument(f"{level!r} is not a trust level (one of: {labels})")
+        return found
+    return level
+
+
+__all__ = ["Client", "Subscription"]

@@ -1,0 +1,145 @@
+"""The SDK's one contact with grpcio: a channel to the core, raw calls, and
+the translation of ``grpc.RpcError`` into :mod:`naga.sdk.errors`."""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+
+from naga.constants import MAX_RPC_RESPONSE_BYTES
+from naga.sdk import errors
+from naga.sdk._address import START_HINT, CoreAddress
+
+_OPTIONS: list[tuple[str, Any]] = [
+    ("grpc.max_receive_message_length", MAX_RPC_RESPONSE_BYTES),
+    # The SDK decides what is retried (reads only), not grpcio.
+    ("grpc.enable_retries", 0),
+    # A fresh channel after UNAVAILABLE must really reconnect, not reuse a
+    # subchannel of the global pool that is still backing off.
+    ("grpc.use_local_subchannel_pool", 1),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
+_BY_CODE: dict[grpc.StatusCode, type[errors.SdkError]] = {
+    grpc.StatusCode.UNAUTHENTICATED: errors.Unauthenticated,
+    grpc.StatusCode.PERMISSION_DENIED: errors.PermissionDenied,
+    grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidArgument,
+    grpc.StatusCode.OUT_OF_RANGE: errors.OutOfRange,
+    grpc.StatusCode.NOT_FOUND: errors.NotFound,
+    grpc.StatusCode.FAILED_PRECONDITION: errors.FailedPrecondition,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: errors.ResourceExhausted,
+    grpc.StatusCode.DEADLINE_EXCEEDED: errors.DeadlineExceeded,
+}
+
+
+def unavailable(address: CoreAddress, why: str = "") -> errors.CoreUnavailable:
+    detail = f": {why}" if why else ""
+    return errors.CoreUnavailable(
+        f"naga-core is not running (no answer on {address.socket}{detail})", hint=START_HINT
+    )
+
+
+def translate(exc: grpc.RpcError, address: CoreAddress, method: str) -> errors.SdkError:
+    """The SDK error for a failed call (the only place RpcError is read)."""
+    code: grpc.StatusCode = exc.code()  # type: ignore[attr-defined]
+    detail: str = exc.details() or ""  # type: ignore[attr-defined]
+    if code is grpc.StatusCode.UNAVAILABLE:
+        return unavailable(address, detail)
+    if code is grpc.StatusCode.CANCELLED:
+        # The SDK never cancels a unary call, and a stream it cancelled ends
+        # quietly: this is the core cancelling calls it had not started as it
+        # stops. Like UNAVAILABLE, a write may or may not have been applied.
+        return unavailable(address, "the core cancelled the call; it is stopping")
+    cls = _BY_CODE.get(code, errors.CoreFailure)
+    name = code.name
+    return cls(f"{method.rsplit('/', 1)[-1]}: {detail} ({name})", code=name, detail=detail)
+
+
+class Transport:
+    """One channel at a time to the core; replaced after UNAVAILABLE."""
+
+    def __init__(self, address: CoreAddress, credential: Callable[[], bytes]) -> None:
+        self.address = address
+        self._credential = credential
+        self._lock = threading.Lock()
+        self._channel: grpc.Channel | None = None
+        self._metadata: tuple[tuple[str, str], ...] = ()
+
+    def _open(self) -> tuple[grpc.Channel, tuple[tuple[str, str], ...]]:
+        with self._lock:
+            if self._channel is None:
+                if not self.address.socket_exists():
+                    raise unavailable(self.address, "no socket")
+                # Read at every (re)connect: the core writes a new credential
+                # at every start.
+                token = base64.b64encode(self._credential()).decode("ascii")
+                self._metadata = (("authorization", "Naga " + token),)
+                self._channel = grpc.insecure_channel(self.address.target, options=_OPTIONS)
+            return self._channel, self._metadata
+
+    def reset(self) -> None:
+        """Drop the channel; the next call connects (and reads the credential) afresh."""
+        with self._lock:
+            channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()
+
+    def close(self) -> None:
+        self.reset()
+
+    def unary(self, method: str, request: bytes, timeout: float) -> bytes:
+        channel, metadata = self._open()
+        call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(method)
+        try:
+            answer: bytes = call(request, timeout=timeout, metadata=metadata)
+        except grpc.RpcError as exc:
+            failure = translate(exc, self.address, method)
+        else:
+            return answer
+        if isinstance(failure, errors.CoreUnavailable):
+            self.reset()
+        raise failure
+
+    def stream(self, method: str, request: bytes, timeout: float | None) -> StreamCall:
+        channel, metadata = self._open()
+        call: grpc.UnaryStreamMultiCallable[bytes, bytes] = channel.unary_stream(method)
+        return StreamCall(self, method, call(request, timeout=timeout, metadata=metadata))
+
+
+class StreamCall:
+    """A server stream of raw messages; errors translated, cancellable."""
+
+    def __init__(self, transport: Transport, method: str, call: Any) -> None:
+        self._transport = transport
+        self._method = method
+        self._call = call
+        self._cancelled = False
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        self._call.cancel()
+
+    def __iter__(self) -> Iterator[bytes]:
+        iterator: Iterator[bytes] = iter(self._call)
+        while True:
+            try:
+                raw = next(iterator)
+            except StopIteration:
+                return
+            except grpc.RpcError as exc:
+                if self._cancelled:
+                    return
+                failure = translate(exc, self._transport.address, self._method)
+                if isinstance(failure, errors.CoreUnavailable):
+                    self._transport.reset()
+                raise failure from None
+            yield raw
+
+
+__all__ = ["StreamCall", "Transport", "translate", "unavailable"]

@@ -1,0 +1,260 @@
+"""``naga daemon start [--foreground] | stop | status``.
+
+``start`` without ``--foreground`` runs ``naga daemon start --foreground``
+detached (its own session, output appended to ``run/core.log``) and waits
+for it to say it is serving on an inherited pipe: readiness, not polling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from typing import Any, cast
+
+import trio
+
+from naga.sdk import Client
+from naga.sdk.errors import CoreUnavailable, SdkError
+from naga.v1 import core_pb2 as cpb
+from naga_core._home import Home
+from naga_core.cli._output import Outcome
+from naga_core.daemon import CoreConfig, CoreExit, CoreInfo, RunDir, running_pid, serve_core
+from naga_core.errors import NagaError
+
+#: How long ``start`` waits for a detached core to serve, and ``stop`` for it to exit.
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 15.0
+_READY = b"ready\n"
+_LOG_TAIL_LINES = 20
+
+#: ``naga daemon status`` exit code when no core runs (LSB: "program is not running").
+NOT_RUNNING = 3
+
+
+class DaemonStartFailed(NagaError):
+    """A detached core did not come up; the message carries its log's tail."""
+
+
+def start(args: argparse.Namespace, home: Home) -> Outcome:
+    if args.foreground:
+        return _foreground(home, args.ready_fd)
+    pid = running_pid(home)
+    if pid is not None:
+        rd = RunDir(home)
+        return Outcome(
+            0,
+            {"running": True, "pid": pid, "socket": rd.socket_path, "started": False},
+            [f"naga-core is already running (pid {pid}) on {rd.socket_path}"],
+        )
+    return _detached(home)
+
+
+def _foreground(home: Home, ready_fd: int | None) -> Outcome:
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
+    )
+    config = CoreConfig(home, handle_signals=True)
+    ended: list[CoreExit] = []
+
+    async def run(*, task_status: trio.TaskStatus[CoreInfo]) -> None:
+        ended.append(await serve_core(config, task_status=task_status))
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            info: CoreInfo = await nursery.start(run)
+            for line in _serving_lines(info):
+                sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+            if ready_fd is not None:
+                os.write(ready_fd, _READY)
+                os.close(ready_fd)
+
+    try:
+        trio.run(main)
+    except BaseExceptionGroup as group:
+        # trio's nurseries group what they raise; a core that could not
+        # start failed for one reason, which the CLI reports as its message.
+        raise _sole(group) from None
+    (done,) = ended
+    data = {"stopped": True, "reason": done.reason, "failed": done.failed}
+    return Outcome(1 if done.failed else 0, data, [f"naga-core stopped: {done.reason}"])
+
+
+def _sole(exc: BaseException) -> BaseException:
+    """The one exception inside nested groups, else the group itself."""
+    if not isinstance(exc, BaseExceptionGroup):
+        return exc
+    group = cast("BaseExceptionGroup[BaseException]", exc)
+    return _sole(group.exceptions[0]) if len(group.exceptions) == 1 else group
+
+
+def _serving_lines(info: CoreInfo) -> list[str]:
+    return [
+        f"naga-core serving on unix:{info.socket} (pid {info.pid})",
+        f"home: {info.home}",
+        "There is no WebChat console yet; drive Naga from another terminal with",
+        "  naga daemon status | naga history | naga config list | naga trust show",
+        "Stop with Ctrl-C here or `naga daemon stop`.",
+    ]
+
+
+def _detached(home: Home) -> Outcome:
+    rd = RunDir(home)
+    rd.prepare()
+    read_end, write_end = os.pipe()
+    try:
+        # 0600: the log may name peers and settings; only the owner reads it.
+        log_fd = os.open(rd.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        with os.fdopen(log_fd, "ab") as log:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "naga_core.cli",
+                    "daemon",
+                    "start",
+                    "--foreground",
+                    "--home",
+                    home.root,
+                    "--ready-fd",
+                    str(write_end),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                pass_fds=(write_end,),
+            )
+        os.close(write_end)
+        write_end = -1
+        ready, _, _ = select.select([read_end], [], [], START_TIMEOUT_S)
+        said = os.read(read_end, len(_READY)) if ready else b""
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+    if said != _READY:
+        if ready:  # the pipe closed: the core is exiting
+            why = "exited before serving"
+        else:  # alive but not serving in time: do not leave it half up
+            why = f"did not start serving within {START_TIMEOUT_S:.0f} s"
+            proc.terminate()
+        proc.wait(STOP_TIMEOUT_S)
+        raise DaemonStartFailed(
+            f"naga-core {why} (exit status {proc.returncode}); the end of {rd.log_path}:\n"
+            + _tail(rd.log_path)
+        )
+    try:  # serving, by its own word; now check that the socket answers
+        with Client.connect(home.root) as client:
+            client.status()
+    except SdkError as exc:
+        raise DaemonStartFailed(
+            f"naga-core (pid {proc.pid}) said it was serving but does not answer: {exc}; "
+            f"the end of {rd.log_path}:\n" + _tail(rd.log_path)
+        ) from None
+    data = {"running": True, "pid": proc.pid, "socket": rd.socket_path, "started": True}
+    lines = [
+        f"naga-core started (pid {proc.pid}) on unix:{rd.socket_path}",
+        f"log: {rd.log_path}",
+    ]
+    return Outcome(0, data, lines)
+
+
+def _tail(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()[-_LOG_TAIL_LINES:]
+    except OSError as exc:
+        return f"  (cannot read it: {exc})"
+    return "\n".join("  " + line for line in lines) or "  (empty)"
+
+
+def stop(_args: argparse.Namespace, home: Home) -> Outcome:
+    pid = running_pid(home)
+    if pid is None:
+        return Outcome(0, {"running": False, "stopped": False}, ["naga-core is not running"])
+    try:
+        with Client.connect(home.root) as client:
+            client.shutdown("naga daemon stop")
+    except SdkError:
+        # Holding the home but not answering (starting, or stuck): ask the
+        # process directly; it stops the same graceful way.
+        if pid:
+            os.kill(pid, signal.SIGTERM)
+    if pid and not _wait_exit(pid, STOP_TIMEOUT_S):
+        raise NagaError(
+            f"naga-core (pid {pid}) is still running {STOP_TIMEOUT_S:.0f} s after it was "
+            f"asked to stop; see {RunDir(home).log_path} (kill -9 {pid} ends it at once; "
+            "the ledger recovers on the next start)"
+        )
+    return Outcome(
+        0, {"running": False, "stopped": True, "pid": pid}, [f"naga-core stopped (pid {pid})"]
+    )
+
+
+def _wait_exit(pid: int, timeout: float) -> bool:
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        ready, _, _ = select.select([fd], [], [], timeout)
+        return bool(ready)
+    finally:
+        os.close(fd)
+
+
+_STATE_WORDS = {
+    cpb.PROCESS_STATE_STARTING: "starting",
+    cpb.PROCESS_STATE_RUNNING: "running",
+    cpb.PROCESS_STATE_STOPPING: "stopping",
+    cpb.PROCESS_STATE_STOPPED: "stopped",
+    cpb.PROCESS_STATE_FAILED: "failed",
+}
+
+
+def status(_args: argparse.Namespace, home: Home) -> Outcome:
+    try:
+        with Client.connect(home.root) as client:
+            st = client.status()
+    except CoreUnavailable as exc:
+        pid = running_pid(home)
+        if pid is None:
+            data: dict[str, Any] = {"running": False, "processes": []}
+            return Outcome(NOT_RUNNING, data, [f"naga-core is not running ({exc.hint})"])
+        raise NagaError(
+            f"naga-core (pid {pid}) holds {home.root} but does not answer: {exc.detail}"
+        ) from None
+    processes = [
+        {
+            "role": p.role,
+            "pid": p.pid,
+            "state": _STATE_WORDS.get(p.state, "unknown"),
+            "started": _iso(p.started_ns),
+        }
+        for p in st.processes
+    ]
+    lines = [f"{'ROLE':<10} {'PID':>7}  {'STATE':<9} STARTED"]
+    lines += [f"{p['role']:<10} {p['pid']:>7}  {p['state']:<9} {p['started']}" for p in processes]
+    lines += [f"socket: {st.socket}", f"ledger: {st.ledger_size} records"]
+    data = {
+        "running": True,
+        "processes": processes,
+        "socket": st.socket,
+        "home": st.home,
+        "ledger_size": st.ledger_size,
+    }
+    return Outcome(0, data, lines)
+
+
+def _iso(ns: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ns / 1e9))
+
+
+__all__ = ["DaemonStartFailed", "start", "status", "stop"]

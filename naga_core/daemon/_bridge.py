@@ -1,0 +1,302 @@
+"""The one place where grpcio's server threads meet the core's trio loop.
+
+grpcio has no trio support (docs/adr/0004-grpc-trio-bridge.md). The core
+runs grpcio's synchronous server on a thread pool; each call is
+authenticated, decoded and checked on its server thread, then handed to the
+trio loop with ``trio.from_thread.run_sync``, so every handler (and so every
+ledger and kernel access) runs on the trio thread, one at a time: the single
+writer (INV-4) needs no lock. Server-streaming calls fetch each batch the
+same way with ``trio.from_thread.run`` and wait on the loop, not in the
+thread.
+
+Requests arrive as raw bytes (no grpcio deserializer), so a message that
+does not decode is this module's INVALID_ARGUMENT with a message, not
+grpcio's generic INTERNAL. Errors are mapped to status codes by
+:mod:`naga_core.daemon._status` only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
+from concurrent import futures
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+import grpc
+import trio
+from google.protobuf.message import DecodeError, Message
+
+from naga_core.daemon._auth import Authorizer, Principal
+from naga_core.daemon._errors import CoreStopping, RequestRefused, RunDirError
+from naga_core.daemon._status import is_fatal, status_of
+from naga_core.errors import NagaError
+
+log = logging.getLogger("naga.core")
+
+Req = TypeVar("Req", bound=Message)
+
+
+def _no_check(_request: Message) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Unary(Generic[Req]):
+    """A unary RPC: ``check`` runs on the server thread (pure validation),
+    ``handle`` on the trio loop, serially with every other handler."""
+
+    name: str
+    request: type[Req]
+    handle: Callable[[Principal, Req], Message]
+    check: Callable[[Req], None] = _no_check
+
+
+class Cursor(Protocol):
+    """The trio side of one server-streaming call."""
+
+    async def next(self) -> Sequence[Message] | None:
+        """The next batch (maybe empty), or None when the stream is over.
+        Raise a NagaError to end the stream with its status."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Stream(Generic[Req]):
+    """A server-streaming RPC: ``open`` runs on the trio loop and returns the
+    cursor the stream pulls from. At most ``max_open`` at once (each holds a
+    server thread)."""
+
+    name: str
+    request: type[Req]
+    open: Callable[[Principal, Req], Cursor]
+    max_open: int
+    check: Callable[[Req], None] = _no_check
+
+
+Method = Unary[Any] | Stream[Any]
+
+
+class _StreamCall:
+    """Lets a stream's waiting ``next`` be cancelled when its caller leaves."""
+
+    def __init__(self) -> None:
+        self._scope: trio.CancelScope | None = None
+        self._done = False
+
+    async def next(self, cursor: Cursor) -> Sequence[Message] | None:
+        if self._done:
+            return None
+        with trio.CancelScope() as scope:
+            self._scope = scope
+            try:
+                return await cursor.next()
+            finally:
+                self._scope = None
+        return None  # cancelled: the caller went away
+
+    def cancel(self) -> None:  # on the trio thread
+        self._done = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+
+class Bridge:
+    """A gRPC server whose handlers run on the trio loop that built it."""
+
+    def __init__(
+        self,
+        *,
+        authorizer: Authorizer,
+        on_fatal: Callable[[NagaError], None],
+        threads: int,
+        max_request_bytes: int,
+        max_response_bytes: int,
+    ) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        self._authorizer = authorizer
+        self._on_fatal = on_fatal
+        self._threads = threads
+        self._options = [
+            ("grpc.max_receive_message_length", max_request_bytes),
+            ("grpc.max_send_message_length", max_response_bytes),
+        ]
+        self._handlers: list[grpc.GenericRpcHandler] = []
+        self._open_streams: dict[str, int] = {}
+        self._streams_lock = threading.Lock()
+
+    def add(self, service: str, methods: Sequence[Method]) -> None:
+        """Serve ``methods`` under the full service name (``naga.v1.X``)."""
+        table: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+        for m in methods:
+            full = f"/{service}/{m.name}"
+            if isinstance(m, Unary):
+                table[m.name] = grpc.unary_unary_rpc_method_handler(self._unary(m, full))
+            else:
+                table[m.name] = grpc.unary_stream_rpc_method_handler(self._stream(m, full))
+        self._handlers.append(grpc.method_handlers_generic_handler(service, table))
+
+    # --- serving -------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def serving(self, address: str, *, grace: float) -> AsyncGenerator[None]:
+        """Serve on ``address`` (``unix:/path``) until the block exits, then
+        stop accepting, give calls in flight ``grace`` seconds, and join every
+        server thread."""
+        executor = futures.ThreadPoolExecutor(
+            max_workers=self._threads, thread_name_prefix="naga-rpc"
+        )
+        server = grpc.server(
+            executor,
+            handlers=self._handlers,
+            options=self._options,
+            maximum_concurrent_rpcs=self._threads * 4,
+        )
+        try:
+            _bind(server, address)
+            server.start()
+            yield
+        finally:
+            # Shielded: in-flight calls still need this loop to finish, and
+            # the server threads must be joined whatever cancelled us.
+            with trio.CancelScope(shield=True):
+                stopped = server.stop(grace)
+                await trio.to_thread.run_sync(stopped.wait)
+                await trio.to_thread.run_sync(executor.shutdown)
+
+    # --- one call ------------------------------------------------------------------
+
+    def _on_loop(self, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except NagaError as exc:
+            if is_fatal(exc):
+                self._on_fatal(exc)
+            raise
+
+    async def _on_loop_async(self, call: _StreamCall, cursor: Cursor) -> Any:
+        try:
+            return await call.next(cursor)
+        except NagaError as exc:
+            if is_fatal(exc):
+                self._on_fatal(exc)
+            raise
+
+    def _hop(self, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return trio.from_thread.run_sync(self._on_loop, fn, *args, trio_token=self._token)
+        except trio.RunFinishedError:
+            raise CoreStopping("naga-core is shutting down") from None
+
+    def _admit(
+        self, context: grpc.ServicerContext, full: str, request: type[Req], raw: bytes
+    ) -> tuple[Principal, Req]:
+        principal = self._authorizer.authorize(context.invocation_metadata(), full)
+        return principal, _decode(request, raw)
+
+    def _unary(self, m: Unary[Any], full: str) -> Callable[[bytes, grpc.ServicerContext], bytes]:
+        def behave(raw: bytes, context: grpc.ServicerContext) -> bytes:
+            try:
+                principal, request = self._admit(context, full, m.request, raw)
+                m.check(request)
+                response: Message = self._hop(m.handle, principal, request)
+                return response.SerializeToString()
+            except NagaError as exc:
+                _abort(context, exc)
+            except Exception:  # a bug must cost one call, not the core
+                log.exception("internal error in %s", full)
+                context.abort(
+                    grpc.StatusCode.INTERNAL, f"internal error in {full}; see the core log"
+                )
+            raise AssertionError("unreachable: abort raises")
+
+        return behave
+
+    def _stream(
+        self, m: Stream[Any], full: str
+    ) -> Callable[[bytes, grpc.ServicerContext], Iterator[bytes]]:
+        def behave(raw: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
+            entered = False
+            try:
+                principal, request = self._admit(context, full, m.request, raw)
+                m.check(request)
+                self._enter_stream(m)
+                entered = True
+                cursor: Cursor = self._hop(m.open, principal, request)
+                call = _StreamCall()
+                context.add_callback(lambda: self._cancel_soon(call))
+                while True:
+                    try:
+                        batch: Sequence[Message] | None = trio.from_thread.run(
+                            self._on_loop_async, call, cursor, trio_token=self._token
+                        )
+                    except trio.RunFinishedError:
+                        raise CoreStopping("naga-core is shutting down") from None
+                    if batch is None:
+                        return
+                    for message in batch:
+                        yield message.SerializeToString()
+            except NagaError as exc:
+                _abort(context, exc)
+            except Exception:  # a bug must cost one call, not the core
+                log.exception("internal error in %s", full)
+                context.abort(
+                    grpc.StatusCode.INTERNAL, f"internal error in {full}; see the core log"
+                )
+            finally:
+                if entered:
+                    self._leave_stream(m)
+
+        return behave
+
+    def _cancel_soon(self, call: _StreamCall) -> None:
+        # grpcio runs this on its own thread when the call ends for any reason.
+        with contextlib.suppress(trio.RunFinishedError):
+            trio.from_thread.run_sync(call.cancel, trio_token=self._token)
+
+    def _enter_stream(self, m: Stream[Any]) -> None:
+        with self._streams_lock:
+            n = self._open_streams.get(m.name, 0)
+            if n >= m.max_open:
+                raise RequestRefused.exhausted(
+                    f"{m.name}: {n} streams are open, the most the core serves at once"
+                )
+            self._open_streams[m.name] = n + 1
+
+    def _leave_stream(self, m: Stream[Any]) -> None:
+        with self._streams_lock:
+            self._open_streams[m.name] -= 1
+
+
+def _decode(cls: type[Req], raw: bytes) -> Req:
+    message = cls()
+    try:
+        message.ParseFromString(raw)
+    except DecodeError as exc:
+        raise RequestRefused.invalid(
+            f"the request is not a valid {cls.DESCRIPTOR.full_name} message: {exc}"
+        ) from None
+    return message
+
+
+def _abort(context: grpc.ServicerContext, exc: NagaError) -> None:
+    code, message = status_of(exc)
+    context.abort(code, message)
+
+
+def _bind(server: grpc.Server, address: str) -> None:
+    # The socket is created by bind: a umask that leaves it 0600 from its
+    # first instant (the run directory, 0700, already keeps others out).
+    old = os.umask(0o177)
+    try:
+        server.add_insecure_port(address)
+    except RuntimeError as exc:
+        raise RunDirError(f"cannot listen on {address}: {exc}") from None
+    finally:
+        os.umask(old)
+
+
+__all__ = ["Bridge", "Cursor", "Method", "Stream", "Unary"]

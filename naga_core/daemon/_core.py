@@ -1,0 +1,91 @@
+"""What every servicer shares: the ledger, the kernel and its state
+families, the core's lifecycle. Lives on the trio thread; the bridge is the
+only way in from a server thread."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import trio
+
+from naga_core._home import Home
+from naga_core.daemon._errors import CoreStopping
+from naga_core.errors import NagaError
+from naga_core.kernel import Kernel, Settings, TrustTable
+from naga_core.ledger import Ledger
+
+log = logging.getLogger("naga.core")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class CoreInfo:
+    """What a started core reports to whoever started it."""
+
+    home: str
+    socket: str
+    pid: int
+    started_ns: int
+
+
+class Core:
+    """The core's state for the handlers; every method runs on the trio thread."""
+
+    def __init__(self, *, home: Home, socket: str, ledger: Ledger, kernel: Kernel) -> None:
+        self.home = home
+        self.socket = socket
+        self.ledger = ledger
+        self.kernel = kernel
+        self.settings = Settings(kernel)
+        self.trust = TrustTable(kernel)
+        self.pid = os.getpid()
+        self.started_ns = time.time_ns()
+        self.stopping = trio.Event()
+        self.stop_reason = ""
+        self.failure: NagaError | None = None
+        self._appended = trio.Event()
+
+    @property
+    def info(self) -> CoreInfo:
+        return CoreInfo(self.home.root, self.socket, self.pid, self.started_ns)
+
+    def write(self, fn: Callable[[], T]) -> T:
+        """Run a kernel write; wake the subscribers if the ledger grew."""
+        if self.failure is not None:
+            raise CoreStopping(f"naga-core is stopping after a ledger failure: {self.failure}")
+        before = self.ledger.size
+        try:
+            return fn()
+        finally:
+            if self.ledger.size != before:
+                self._appended.set()
+                self._appended = trio.Event()
+
+    async def wait_past(self, size: int) -> None:
+        """Return once the ledger holds more than ``size`` records, or the core stops."""
+        while self.ledger.size <= size and not self.stopping.is_set():
+            await self._appended.wait()
+
+    def request_stop(self, reason: str) -> None:
+        if not self.stopping.is_set():
+            log.info("naga-core stopping: %s", reason)
+            self.stop_reason = reason
+            self.stopping.set()
+            self._appended.set()  # waiting subscribers see the stop
+
+    def fail(self, exc: NagaError) -> None:
+        """The ledger cannot go on (a failed write or sync): stop; the next
+        start recovers from what is on disk."""
+        if self.failure is None:
+            self.failure = exc
+            log.error("naga-core: fatal ledger error: %s", exc)
+        self.request_stop(f"fatal: {exc}")
+
+
+__all__ = ["Core", "CoreInfo"]

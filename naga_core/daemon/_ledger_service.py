@@ -1,0 +1,167 @@
+"""``naga.v1.LedgerService``: the ledger's read side, and Subscribe."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from google.protobuf.message import Message
+
+from naga.constants import MAX_BLOB_REFS, MAX_SUBSCRIBERS, RECORDS_PAGE_MAX_BYTES
+from naga.v1 import ledger_pb2 as lpb
+from naga_core.daemon import _checks, _convert
+from naga_core.daemon._auth import Principal
+from naga_core.daemon._bridge import Method, Stream, Unary
+from naga_core.daemon._core import Core
+from naga_core.daemon._errors import CoreStopping, RequestRefused
+from naga_core.ledger import Record
+
+SERVICE = "naga.v1.LedgerService"
+RECORDS_DEFAULT = 100
+#: Most kinds one Subscribe may name.
+MAX_KINDS = MAX_BLOB_REFS
+#: Records a subscriber is sent per batch (one hop to the loop each).
+SUBSCRIBE_BATCH = 256
+
+
+class LedgerServicer:
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    def methods(self) -> list[Method]:
+        return [
+            Unary("GetHead", lpb.GetHeadRequest, self.get_head),
+            Unary("GetRecords", lpb.GetRecordsRequest, self.get_records, check_get_records),
+            Unary("ProveInclusion", lpb.ProveInclusionRequest, self.prove_inclusion),
+            Unary(
+                "ProveConsistency",
+                lpb.ProveConsistencyRequest,
+                self.prove_consistency,
+                check_prove_consistency,
+            ),
+            Stream(
+                "Subscribe",
+                lpb.SubscribeRequest,
+                self.subscribe,
+                max_open=MAX_SUBSCRIBERS,
+                check=check_subscribe,
+            ),
+        ]
+
+    def get_head(self, _p: Principal, _req: lpb.GetHeadRequest) -> lpb.Head:
+        ledger = self._core.ledger
+        head = ledger.head()
+        return lpb.Head(
+            size=head.size,
+            last_seq=max(head.size - 1, 0),
+            root=head.root,
+            checkpoint=ledger.checkpoint(head.size),
+        )
+
+    def get_records(self, _p: Principal, req: lpb.GetRecordsRequest) -> lpb.GetRecordsResponse:
+        limit = _checks.page_limit("limit", req.limit, default=RECORDS_DEFAULT)
+        records = _page(self._core, req.from_seq, limit, kinds=frozenset())[0]
+        return lpb.GetRecordsResponse(records=records)
+
+    def prove_inclusion(self, _p: Principal, req: lpb.ProveInclusionRequest) -> lpb.InclusionProof:
+        size = self._core.ledger.size
+        if req.seq >= size:
+            raise RequestRefused.out_of_range(
+                f"seq {req.seq} is past the ledger's end (it has {size} records)"
+            )
+        p = self._core.ledger.prove_inclusion(req.seq)
+        return lpb.InclusionProof(
+            seq=p.seq,
+            leaf_hash=p.leaf_hash,
+            record_body=p.record_body,
+            tree_size=p.tree_size,
+            root=p.root,
+            path=list(p.path),
+            checkpoint=p.checkpoint,
+            public_key=p.public_key,
+            key_name=p.key_name,
+        )
+
+    def prove_consistency(
+        self, _p: Principal, req: lpb.ProveConsistencyRequest
+    ) -> lpb.ConsistencyProof:
+        ledger = self._core.ledger
+        _checks.seq_at_most("new_size", req.new_size, ledger.size)
+        return lpb.ConsistencyProof(
+            old_size=req.old_size,
+            new_size=req.new_size,
+            old_root=ledger.root_at(req.old_size),
+            new_root=ledger.root_at(req.new_size),
+            path=ledger.prove_consistency(req.old_size, req.new_size),
+        )
+
+    def subscribe(self, _p: Principal, req: lpb.SubscribeRequest) -> _Subscription:
+        _checks.seq_at_most("from_seq", req.from_seq, self._core.ledger.size)
+        return _Subscription(self._core, req.from_seq, frozenset(req.kinds))
+
+
+class _Subscription:
+    """One Subscribe stream's position; the bridge pulls batches from it."""
+
+    def __init__(self, core: Core, next_seq: int, kinds: frozenset[str]) -> None:
+        self._core = core
+        self._next = next_seq
+        self._kinds = kinds
+        self._announced = -1
+
+    async def next(self) -> Sequence[Message] | None:
+        core = self._core
+        if self._next >= core.ledger.size and self._announced == self._next:
+            await core.wait_past(self._next)
+        if core.stopping.is_set():
+            raise CoreStopping("naga-core is shutting down; subscribe again to the next one")
+        records, self._next = _page(core, self._next, SUBSCRIBE_BATCH, kinds=self._kinds)
+        events: list[Message] = [lpb.SubscribeEvent(record=r) for r in records]
+        if self._next >= core.ledger.size and self._announced != self._next:
+            events.append(lpb.SubscribeEvent(caught_up=lpb.CaughtUp(next_seq=self._next)))
+            self._announced = self._next
+        return events
+
+
+def _page(
+    core: Core, from_seq: int, limit: int, *, kinds: frozenset[str]
+) -> tuple[list[lpb.Record], int]:
+    """Records from ``from_seq`` (at most ``limit``, and about
+    RECORDS_PAGE_MAX_BYTES, at least one), filtered by kind; and the next seq."""
+    ledger = core.ledger
+    end = ledger.size
+    out: list[lpb.Record] = []
+    size = 0
+    seq = from_seq
+    scanned = 0
+    while seq < end and scanned < limit:
+        rec: Record = ledger.read(seq)
+        scanned += 1
+        if not kinds or rec.kind in kinds:
+            n = len(rec.payload) + 32 * len(rec.blob_refs)
+            if out and size + n > RECORDS_PAGE_MAX_BYTES:
+                break
+            size += n
+            out.append(_convert.record(rec))
+        seq += 1
+    return out, seq
+
+
+def check_get_records(req: lpb.GetRecordsRequest) -> None:
+    _checks.page_limit("limit", req.limit, default=RECORDS_DEFAULT)
+
+
+def check_prove_consistency(req: lpb.ProveConsistencyRequest) -> None:
+    if not 0 < req.old_size <= req.new_size:
+        raise RequestRefused.invalid(
+            f"old_size {req.old_size} and new_size {req.new_size}: need 0 < old_size <= new_size"
+        )
+
+
+def check_subscribe(req: lpb.SubscribeRequest) -> None:
+    if len(req.kinds) > MAX_KINDS:
+        raise RequestRefused.invalid(f"kinds names {len(req.kinds)} kinds; at most {MAX_KINDS}")
+    for kind in req.kinds:
+        _checks.record_kind("kinds entry", kind)
+
+
+__all__ = ["SERVICE", "LedgerServicer"]

@@ -1,0 +1,91 @@
+"""The one table from the core's errors to gRPC status codes.
+
+Handlers raise :class:`~naga_core.errors.NagaError` subclasses and never
+pick a status code themselves (except :class:`RequestRefused`, whose code
+is part of the refusal). An error maps to the entry of the most specific
+class on its MRO, so a new subclass inherits its parent's code until it is
+given its own row here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import grpc
+
+from naga_core.daemon._errors import (
+    CoreStopping,
+    CredentialMissing,
+    CredentialRefused,
+    DaemonError,
+    RequestRefused,
+)
+from naga_core.errors import (
+    BlobCorrupt,
+    BlobError,
+    ConfigError,
+    InvalidRecord,
+    LedgerClosed,
+    LedgerCorrupt,
+    LedgerError,
+    LedgerFailed,
+    NagaError,
+    NotFound,
+    ProofError,
+)
+from naga_core.kernel import KernelError, OwnerRequired
+
+# The settings and trust errors are not re-exported by naga_core.kernel
+# (yet); they are part of what callers must be able to tell apart.
+from naga_core.kernel._settings import InvalidSetting, SettingError, UnknownSetting
+from naga_core.kernel._trust import InvalidPeer, TrustError, TrustRaiseRefused
+
+Code = grpc.StatusCode
+
+STATUS_OF: Mapping[type[BaseException], Code] = {
+    # the caller: who it is, what it sent
+    CredentialMissing: Code.UNAUTHENTICATED,
+    CredentialRefused: Code.PERMISSION_DENIED,
+    InvalidRecord: Code.INVALID_ARGUMENT,
+    # the kernel's refusals
+    UnknownSetting: Code.NOT_FOUND,
+    InvalidSetting: Code.INVALID_ARGUMENT,
+    SettingError: Code.FAILED_PRECONDITION,
+    InvalidPeer: Code.INVALID_ARGUMENT,
+    TrustRaiseRefused: Code.PERMISSION_DENIED,
+    TrustError: Code.INVALID_ARGUMENT,
+    OwnerRequired: Code.PERMISSION_DENIED,
+    KernelError: Code.FAILED_PRECONDITION,
+    NotFound: Code.NOT_FOUND,
+    # the core's own state
+    CoreStopping: Code.UNAVAILABLE,
+    LedgerFailed: Code.UNAVAILABLE,  # the core stops; the next one recovers
+    LedgerClosed: Code.UNAVAILABLE,
+    LedgerCorrupt: Code.DATA_LOSS,
+    BlobCorrupt: Code.DATA_LOSS,
+    LedgerError: Code.FAILED_PRECONDITION,
+    BlobError: Code.FAILED_PRECONDITION,
+    ProofError: Code.FAILED_PRECONDITION,
+    ConfigError: Code.FAILED_PRECONDITION,
+    DaemonError: Code.FAILED_PRECONDITION,
+    NagaError: Code.FAILED_PRECONDITION,
+}
+
+
+def status_of(exc: NagaError) -> tuple[Code, str]:
+    """The status code and message a caller gets for ``exc``."""
+    if isinstance(exc, RequestRefused):
+        return exc.code, str(exc)
+    for cls in type(exc).__mro__:
+        code = STATUS_OF.get(cls)
+        if code is not None:
+            return code, str(exc) or cls.__name__
+    return Code.FAILED_PRECONDITION, str(exc)  # unreachable: NagaError is in the table
+
+
+def is_fatal(exc: NagaError) -> bool:
+    """The core cannot go on after ``exc``: it stops, and the next start recovers."""
+    return isinstance(exc, LedgerFailed | LedgerCorrupt)
+
+
+__all__ = ["STATUS_OF", "is_fatal", "status_of"]

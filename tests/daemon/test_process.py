@@ -1,0 +1,205 @@
+"""The core as a real child process: SIGTERM under load is graceful, SIGKILL
+under load loses no acknowledged change, a second core is refused."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from naga.sdk import Client, errors
+from naga.v1 import kernel_pb2 as kpb
+from naga_core._home import Home
+from naga_core._store import blob_store, open_ledger, projection_path, verifier_for
+from naga_core.kernel import replay
+from naga_core.ledger import OsFileSystem, verify_ledger
+from tests.daemon.conftest import REPO, CoreProcess, start_core_process
+
+#: Each writer owns one setting and cycles through values that differ from
+#: the previous one, so every call journals a registration.
+WRITERS: dict[str, tuple[int, int]] = {  # setting: (lowest value, how many values)
+    "agent.max_steps": (1, 100),
+    "lanes.max_concurrent": (1, 64),
+    "gateway.port": (1024, 60000),
+}
+ACKS_BEFORE_SIGNAL = 60
+
+
+@dataclass
+class Writer:
+    """One client thread doing SetSetting in a loop; what it saw."""
+
+    name: str
+    home: str
+    acked: list[tuple[int, int]] = field(default_factory=lambda: [])  # (value, seq)
+    in_flight: int | None = None
+    failures: list[errors.SdkError] = field(default_factory=lambda: [])
+    after_restart: int | None = None
+
+
+def _write_until_unavailable(w: Writer, enough: threading.Semaphore, stop: threading.Event) -> None:
+    with Client.connect(w.home, timeout=10) as c:
+        i = 0
+        while not stop.is_set():
+            low, count = WRITERS[w.name]
+            value = low + i % count
+            w.in_flight = value
+            try:
+                resp = c.set_setting(w.name, value)
+            except errors.SdkError as exc:
+                w.failures.append(exc)
+                return
+            w.acked.append((value, resp.seq))
+            w.in_flight = None
+            enough.release()
+            i += 1
+
+
+def _load(home: str, core: CoreProcess, sig: signal.Signals) -> list[Writer]:
+    """Writers hammer the core until ``sig`` has stopped it; returns them."""
+    writers = [Writer(name, home) for name in WRITERS]
+    enough = threading.Semaphore(0)
+    stop = threading.Event()
+    threads = [
+        threading.Thread(target=_write_until_unavailable, args=(w, enough, stop)) for w in writers
+    ]
+    for t in threads:
+        t.start()
+    for _ in range(ACKS_BEFORE_SIGNAL):
+        assert enough.acquire(timeout=30), "the writers stopped making progress"
+    os.kill(core.pid, sig)
+    code = core.proc.wait(30)
+    stop.set()
+    for t in threads:
+        t.join(30)
+        assert not t.is_alive()
+    if sig is signal.SIGTERM:
+        assert code == 0, core.output()
+    else:
+        assert code == -signal.SIGKILL
+    return writers
+
+
+def _setting_effect(payload: bytes) -> tuple[str, int]:
+    effect = kpb.Effect.FromString(payload)
+    (op,) = effect.forward
+    assert op.family == "setting"
+    return op.key, op.value.integer
+
+
+def _check_acknowledged(writers: list[Writer], c: Client) -> None:
+    """Every acknowledged change is in the ledger at its seq, and the state
+    holds the last acknowledged value (or the one in flight at the end)."""
+    for w in writers:
+        assert w.acked, f"{w.name}: no acknowledged writes"
+        for value, seq in w.acked:
+            (rec,) = c.records(seq, limit=1)
+            assert _setting_effect(rec.payload) == (w.name, value)
+        current = c.get_setting(w.name).value.integer
+        last = w.acked[-1][0]
+        assert current in {last, w.in_flight}, (w.name, current, last, w.in_flight)
+
+
+def _verify_offline(home: str) -> None:
+    h = Home(home)
+    report = verify_ledger(
+        OsFileSystem(),
+        h.ledger_dir,
+        verifier_for(h),
+        blobs=blob_store(h),
+        projection_path=projection_path(h),
+    )
+    assert report.ok, report.problems
+
+
+def test_sigterm_under_load_is_graceful(home: str, core_process: CoreProcess) -> None:
+    with Client.connect(home) as watcher:
+        events = iter(watcher.subscribe(0))
+        writers = _load(home, core_process, signal.SIGTERM)
+        # The open stream ended with UNAVAILABLE ("shutting down"), not garbage.
+        try:
+            for _ in events:
+                pass
+            ended: errors.SdkError | None = None
+        except errors.SdkError as exc:
+            ended = exc
+        assert isinstance(ended, errors.CoreUnavailable)
+    for w in writers:
+        assert all(isinstance(f, errors.CoreUnavailable) for f in w.failures), w.failures
+    run = os.path.join(home, "run")
+    assert sorted(os.listdir(run)) == ["core.lock"]  # socket, pid, credential removed
+    assert "naga-core stopped: SIGTERM" in core_process.output()
+    _verify_offline(home)
+    with open_ledger(Home(home), create=False) as ledger:
+        state = replay(ledger)
+    for w in writers:
+        assert state[("setting", w.name)] == w.acked[-1][0]  # nothing was in flight unacked
+
+
+def test_sigkill_under_load_loses_no_acknowledged_change(
+    home: str, core_process: CoreProcess, tmp_path: Path
+) -> None:
+    writers = _load(home, core_process, signal.SIGKILL)
+    for w in writers:
+        # Each writer's next call after the kill met a dead core: UNAVAILABLE.
+        assert len(w.failures) == 1
+        assert isinstance(w.failures[0], errors.CoreUnavailable), w.failures
+        assert "naga daemon start" in str(w.failures[0])
+    again = start_core_process(home, tmp_path / "core2.log")
+    try:
+        # The same kind of client reconnects by itself (reading the new credential).
+        with Client.connect(home) as c:
+            _check_acknowledged(writers, c)
+            assert c.set_setting("agent.max_steps", 99).setting.value.integer == 99
+        with Client.connect(home) as c:
+            c.shutdown("test")
+        assert again.proc.wait(30) == 0
+    finally:
+        if again.proc.poll() is None:
+            again.proc.kill()
+            again.proc.wait()
+    _verify_offline(home)
+
+
+def test_a_client_reconnects_after_a_restart(home: str, core_process: CoreProcess) -> None:
+    c = Client.connect(home)
+    assert c.set_setting("agent.max_steps", 50).seq == 0
+    os.kill(core_process.pid, signal.SIGKILL)
+    core_process.proc.wait(30)
+    try:
+        c.set_setting("agent.max_steps", 51)
+        raised: errors.SdkError | None = None
+    except errors.SdkError as exc:
+        raised = exc
+    assert isinstance(raised, errors.CoreUnavailable)
+    again = start_core_process(home, core_process.log)
+    try:
+        assert c.get_setting("agent.max_steps").value.integer == 50  # same client object
+        c.shutdown()
+        assert again.proc.wait(30) == 0
+    finally:
+        c.close()
+        if again.proc.poll() is None:
+            again.proc.kill()
+            again.proc.wait()
+
+
+def test_a_second_core_process_is_refused_naming_the_first(
+    home: str, core_process: CoreProcess
+) -> None:
+    second = subprocess.run(
+        [sys.executable, "-m", "naga_core.cli", "daemon", "start", "--foreground", "--home", home],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert second.returncode == 1
+    assert f"another naga-core (pid {core_process.pid}) is already serving" in second.stderr
+    with Client.connect(home) as c:
+        assert c.status().processes[0].pid == core_process.pid
