@@ -112,6 +112,8 @@ class Bridge:
         *,
         authorizer: Authorizer,
         on_fatal: Callable[[NagaError], None],
+        settle: Callable[[], bool] | None = None,
+        on_settled: Callable[[], None] | None = None,
         threads: int,
         max_request_bytes: int,
         max_response_bytes: int,
@@ -119,6 +121,8 @@ class Bridge:
         self._token = trio.lowlevel.current_trio_token()
         self._authorizer = authorizer
         self._on_fatal = on_fatal
+        self._settle = settle
+        self._on_settled = on_settled
         self._threads = threads
         self._options = [
             ("grpc.max_receive_message_length", max_request_bytes),
@@ -191,6 +195,20 @@ class Bridge:
         except trio.RunFinishedError:
             raise CoreStopping("naga-core is shutting down") from None
 
+    def _settle_ledger(self) -> None:
+        """Group commit, on this server thread: nothing leaves before what the
+        loop staged for it (and for anyone else) is durable."""
+        if self._settle is None:
+            return
+        try:
+            grew = self._settle()
+        except NagaError as exc:
+            if is_fatal(exc):
+                self._hop(self._on_fatal, exc)
+            raise
+        if grew and self._on_settled is not None:
+            self._hop(self._on_settled)
+
     def _admit(
         self, context: grpc.ServicerContext, full: str, request: type[Req], raw: bytes
     ) -> tuple[Principal, Req]:
@@ -203,6 +221,7 @@ class Bridge:
                 principal, request = self._admit(context, full, m.request, raw)
                 m.check(request)
                 response: Message = self._hop(m.handle, principal, request)
+                self._settle_ledger()
                 return response.SerializeToString()
             except NagaError as exc:
                 _abort(context, exc)

@@ -56,16 +56,32 @@ class Core:
         return CoreInfo(self.home.root, self.socket, self.pid, self.started_ns)
 
     def write(self, fn: Callable[[], T]) -> T:
-        """Run a kernel write; wake the subscribers if the ledger grew."""
+        """Run a kernel write, staged: the bridge calls :meth:`settle` on
+        the server thread before the response leaves (group commit)."""
         if self.failure is not None:
             raise CoreStopping(f"naga-core is stopping after a ledger failure: {self.failure}")
         before = self.ledger.size
         try:
-            return fn()
+            with self.kernel.staged():
+                return fn()
         finally:
-            if self.ledger.size != before:
-                self._appended.set()
-                self._appended = trio.Event()
+            if self.ledger.size != before:  # something committed on this thread
+                self.notify_appended()
+
+    def settle(self) -> bool:
+        """On a server thread, after a call's loop part and before its response:
+        make every staged record durable. Concurrent callers share one
+        fdatasync: whoever syncs first syncs the others' records too.
+        True if the durable size grew (the bridge then wakes subscribers)."""
+        if self.ledger.next_seq == self.ledger.size:
+            return False
+        before = self.ledger.size
+        return self.ledger.commit() > before
+
+    def notify_appended(self) -> None:
+        """Wake the subscribers waiting for new durable records."""
+        self._appended.set()
+        self._appended = trio.Event()
 
     async def wait_past(self, size: int) -> None:
         """Return once the ledger holds more than ``size`` records, or the core stops."""

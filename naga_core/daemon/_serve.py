@@ -90,6 +90,8 @@ async def _serve(
     bridge = Bridge(
         authorizer=authorizer,
         on_fatal=core.fail,
+        settle=core.settle,
+        on_settled=core.notify_appended,
         threads=config.threads,
         max_request_bytes=MAX_RPC_REQUEST_BYTES,
         max_response_bytes=MAX_RPC_RESPONSE_BYTES,

@@ -15,6 +15,13 @@ no-op), and the caller gets :class:`ActionFailed`. So a failed perform,
 activation, acquire or rollback leaves the state as before it, in the live
 kernel and in every replay.
 
+Group commit: inside :meth:`Kernel.staged`, effects and markers are staged
+in the ledger, not synced; whoever acknowledges them commits first (the
+core does it on its RPC threads, so concurrent callers share one
+fdatasync). Write-ahead still holds: an effect with world actions, every
+rollback and preview, and every read of the ledger commit what is staged
+before going on.
+
 Rollback to P undoes every effect after P, last first, as one ROLLBACK effect
 whose forward ops are the net change back to the state at P and whose
 inverse ops are the net change forward again: replaying the ledger (rollback
@@ -40,7 +47,7 @@ from naga_core.kernel._state import (
     set_op,
     to_value,
 )
-from naga_core.ledger import Ledger
+from naga_core.ledger import Entry, Ledger
 
 EFFECT_KIND = "kernel.effect"
 APPLIED_KIND = "kernel.applied"
@@ -139,6 +146,7 @@ class Kernel:
         self._open_brackets: dict[int, pb.Effect] = {}
         self._acquires: dict[int, pb.Effect] = {}  # every ACQUIRE, by seq
         self._releases: dict[int, int] = {}  # RELEASE seq -> the ACQUIRE it closes
+        self._staging = 0  # > 0 inside staged(): appends are staged, not synced
         self.recovered: list[str] = []
 
     @classmethod
@@ -228,11 +236,26 @@ class Kernel:
         """Seqs of the ACQUIRE effects whose resource is held now."""
         return tuple(sorted(self._open_brackets))
 
+    @contextlib.contextmanager
+    def staged(self) -> Generator[None]:
+        """Stage, do not sync, the records of the effects made inside; the
+        caller commits the ledger before it acknowledges any of them."""
+        self._staging += 1
+        try:
+            yield
+        finally:
+            self._staging -= 1
+
+    def _append(self, kind: str, payload: bytes) -> int:
+        if self._staging:
+            return self._ledger.stage(Entry.of(kind, payload)).seq
+        return self._ledger.append(kind, payload).seq
+
     def _journal(self, effect: pb.Effect) -> int:
-        payload = effect.SerializeToString(deterministic=True)
-        seq = self._ledger.append(EFFECT_KIND, payload).seq
+        seq = self._append(EFFECT_KIND, effect.SerializeToString(deterministic=True))
         self._absorb(seq, effect)
         if effect.do:
+            self._ledger.commit()  # write-ahead: durable before the world changes
             self._run_world(seq, effect)
         return seq
 
@@ -245,7 +268,7 @@ class Kernel:
             except Exception as exc:  # any handler error aborts; cancellation is a BaseException
                 abort_seq = self._abort(seq, effect, f"{type(exc).__name__}: {exc}")
                 raise ActionFailed(seq, abort_seq, act.name, str(exc)) from exc
-        self._ledger.append(APPLIED_KIND, seq.to_bytes(8, "big"))
+        self._append(APPLIED_KIND, seq.to_bytes(8, "big"))
 
     def _abort(self, seq: int, effect: pb.Effect, failure: str) -> int:
         ops = list(effect.inverse)
@@ -258,9 +281,9 @@ class Kernel:
             aborted=seq,
             failure=failure[:4000],
         )
-        payload = abort.SerializeToString(deterministic=True)
-        abort_seq = self._ledger.append(EFFECT_KIND, payload).seq
+        abort_seq = self._append(EFFECT_KIND, abort.SerializeToString(deterministic=True))
         self._absorb(abort_seq, abort)
+        self._ledger.commit()
         self._compensate(abort_seq, abort)
         return abort_seq
 
@@ -276,7 +299,7 @@ class Kernel:
                     f"compensation of effect {abort.aborted} failed ({act.name}): {exc}"
                 ) from exc
         if abort.do:
-            self._ledger.append(APPLIED_KIND, abort_seq.to_bytes(8, "big"))
+            self._append(APPLIED_KIND, abort_seq.to_bytes(8, "big"))
 
     # --- the three forms -------------------------------------------------------
 
@@ -351,6 +374,7 @@ class Kernel:
     # --- rollback ----------------------------------------------------------------
 
     def _effects_after(self, to_seq: int) -> list[tuple[int, pb.Effect]]:
+        self._ledger.commit()  # what is staged must be readable (and durable) first
         if to_seq >= self._ledger.size:
             raise NotFound(f"no ledger entry {to_seq}: the ledger has {self._ledger.size}")
         if to_seq < -1:
@@ -446,6 +470,7 @@ class Kernel:
 
     def seq_at_time(self, timestamp_ns: int) -> int:
         """The last ledger seq written at or before ``timestamp_ns`` (-1 if none)."""
+        self._ledger.commit()
         lo, hi = 0, self._ledger.size
         while lo < hi:  # timestamps never go backwards in the ledger
             mid = (lo + hi) // 2

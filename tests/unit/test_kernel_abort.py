@@ -199,3 +199,46 @@ def test_a_rollback_into_a_bracket_holds_the_resource_until_released_on_open(
         assert k.recovered == [f"released the resource acquired by effect {acquired}"]
         assert world == {}
         assert k.open_brackets == ()
+
+
+def test_staged_effects_are_durable_only_once_committed(tmp_path: Path) -> None:
+    world: dict[str, Scalar] = {}
+    acts = world_actions(world)
+    d = str(tmp_path / "l")
+    with Ledger.open(d, fixed_signer()) as ledger:
+        k = Kernel.open(ledger, acts)
+        with k.staged():
+            a = k.register("setting", "x", 1)
+            b = k.register("setting", "y", 2)
+        assert (a, b) == (0, 1)
+        assert (ledger.size, ledger.next_seq) == (0, 2), "staged, not synced"
+        assert k.state.snapshot() == {("setting", "x"): 1, ("setting", "y"): 2}
+        assert ledger.commit() == 2
+        with k.staged():
+            k.register("setting", "z", 3)
+            # Write-ahead: an effect with world actions commits what is
+            # staged (its own record included) before the world changes.
+            k.perform([action("w.set", k="a", v=1)], [action("w.del", k="a")], description="a")
+            assert ledger.size == 4
+            assert world == {"a": 1}
+            k.register("setting", "lost", 4)
+        assert ledger.next_seq == 6  # the marker and "lost" are staged
+    # Closing drops what was staged and never committed: never acknowledged.
+    with Ledger.open(d, fixed_signer()) as ledger:
+        k = Kernel.open(ledger, acts)
+        assert ("setting", "lost") not in k.state
+        assert k.state[("setting", "z")] == 3
+        assert k.recovered == ["re-ran the world actions of effect 3"]  # its marker was staged
+
+
+def test_a_rollback_commits_what_is_staged_first(tmp_path: Path) -> None:
+    with Ledger.open(str(tmp_path / "l"), fixed_signer()) as ledger:
+        k = Kernel.open(ledger, world_actions({}))
+        with k.staged():
+            keep = k.register("setting", "x", 1)
+            k.register("setting", "x", 2)
+            assert k.preview_rollback(keep).effects == 1
+            assert ledger.size == 2
+            seq, _ = k.rollback(keep)
+        assert ledger.commit() == seq + 1
+        assert replay(ledger).snapshot() == {("setting", "x"): 1}
