@@ -6,8 +6,7 @@ from naga.v1 import core_pb2 as cpb
 from naga.v1 import kernel_pb2 as kpb
 from naga.v1 import ledger_pb2 as lpb
 from naga_core.daemon._errors import RequestRefused
-from naga_core.kernel import Change, RollbackPreview, TrustLevel
-from naga_core.kernel._settings import SettingInfo
+from naga_core.kernel import Change, RollbackPreview, SettingInfo, TrustLevel
 from naga_core.ledger import Record
 
 Scalar = str | int | float | bool | bytes

@@ -15,9 +15,13 @@ from naga_core.daemon._auth import Principal
 from naga_core.daemon._bridge import Method, Unary
 from naga_core.daemon._core import Core
 from naga_core.daemon._errors import RequestRefused
-from naga_core.kernel._kernel import APPLIED_KIND, EFFECT_KIND
-from naga_core.kernel._settings import MAX_NAME_CHARS
-from naga_core.kernel._trust import MAX_PEER_CHARS, TRUST_FAMILY
+from naga_core.kernel import (
+    APPLIED_KIND,
+    EFFECT_KIND,
+    MAX_NAME_CHARS,
+    MAX_PEER_CHARS,
+    TRUST_FAMILY,
+)
 from naga_core.ledger import Record
 
 SERVICE = "naga.v1.KernelService"

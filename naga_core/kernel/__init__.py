@@ -15,6 +15,8 @@ privilege ratchets; ``Kernel.open`` alone enforces none.
 from naga_core.kernel._branch import Branch, open_branch
 from naga_core.kernel._components import ComponentSpec, LifecyclePlanner, one_shot
 from naga_core.kernel._kernel import (
+    APPLIED_KIND,
+    EFFECT_KIND,
     ActionFailed,
     Actions,
     Change,
@@ -25,9 +27,27 @@ from naga_core.kernel._kernel import (
     replay,
 )
 from naga_core.kernel._runtime import Component, ComponentRuntime
-from naga_core.kernel._settings import DEFAULT_SETTINGS, Settings, SettingSpec
+from naga_core.kernel._settings import (
+    DEFAULT_SETTINGS,
+    MAX_NAME_CHARS,
+    InvalidSetting,
+    SettingError,
+    SettingInfo,
+    Settings,
+    SettingSpec,
+    UnknownSetting,
+)
 from naga_core.kernel._state import KernelError, State
-from naga_core.kernel._trust import TrustLevel, TrustTable, trust_raises
+from naga_core.kernel._trust import (
+    MAX_PEER_CHARS,
+    TRUST_FAMILY,
+    InvalidPeer,
+    TrustError,
+    TrustLevel,
+    TrustRaiseRefused,
+    TrustTable,
+    trust_raises,
+)
 from naga_core.ledger import Ledger
 
 RATCHETS = (trust_raises,)
@@ -39,8 +59,13 @@ def open_kernel(ledger: Ledger, actions: Actions) -> Kernel:
 
 
 __all__ = [
+    "APPLIED_KIND",
     "DEFAULT_SETTINGS",
+    "EFFECT_KIND",
+    "MAX_NAME_CHARS",
+    "MAX_PEER_CHARS",
     "RATCHETS",
+    "TRUST_FAMILY",
     "ActionFailed",
     "Actions",
     "Branch",
@@ -49,15 +74,22 @@ __all__ = [
     "ComponentRuntime",
     "ComponentSpec",
     "Kernel",
+    "InvalidPeer",
+    "InvalidSetting",
     "KernelError",
     "LifecyclePlanner",
     "OwnerRequired",
     "RollbackPreview",
+    "SettingError",
+    "SettingInfo",
     "SettingSpec",
     "Settings",
     "State",
+    "TrustError",
     "TrustLevel",
+    "TrustRaiseRefused",
     "TrustTable",
+    "UnknownSetting",
     "action",
     "one_shot",
     "open_branch",
