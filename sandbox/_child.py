@@ -63,8 +63,8 @@ def _enter_namespaces(spec: sandbox_pb2.SandboxSpec) -> None:
         _linux.unshare(_linux.CLONE_NEWNET)
 
 
-def _enforce_landlock(spec: sandbox_pb2.LandlockSpec) -> None:
-    threads = _linux.thread_count()
+def _enforce_landlock(spec: sandbox_pb2.LandlockSpec, task_dir: int) -> None:
+    threads = _linux.thread_count(task_dir)
     if threads != 1:
         # Landlock binds only the calling thread and its later children.
         raise OSError(0, f"{threads} threads exist before Landlock; only this one may")
@@ -87,8 +87,8 @@ def _resolve_target(target: str) -> Callable[[list[str]], object]:
     return function  # pyright: ignore[reportUnknownVariableType]
 
 
-def _load_seccomp(spec: sandbox_pb2.SeccompSpec) -> None:
-    if not spec.tsync and _linux.thread_count() != 1:
+def _load_seccomp(spec: sandbox_pb2.SeccompSpec, task_dir: int) -> None:
+    if not spec.tsync and _linux.thread_count(task_dir) != 1:
         raise OSError(0, "other threads exist and this kernel cannot synchronise the filter")
     _seccomp.load(spec, os.getpid())
 
@@ -112,6 +112,20 @@ class _Setup:
 
 
 def _setup(spec: sandbox_pb2.SandboxSpec, setup: _Setup) -> Callable[[list[str]], object]:
+    try:
+        task_dir = _linux.open_task_dir()
+    except OSError:
+        task_dir = -1  # no /proc: the layers that must count threads fail, saying so
+    try:
+        return _setup_layers(spec, setup, task_dir)
+    finally:
+        if task_dir != -1:
+            os.close(task_dir)  # the target gets no handle into /proc
+
+
+def _setup_layers(
+    spec: sandbox_pb2.SandboxSpec, setup: _Setup, task_dir: int
+) -> Callable[[list[str]], object]:
     setup.step(Layer.RLIMITS, lambda: _apply_rlimits(spec))
     setup.step(Layer.NO_NEW_PRIVS, _linux.set_no_new_privs)
     if spec.unshare_user:
@@ -121,9 +135,9 @@ def _setup(spec: sandbox_pb2.SandboxSpec, setup: _Setup) -> Callable[[list[str]]
     if spec.drop_capabilities:
         setup.step(Layer.CAPABILITIES, _linux.drop_capabilities)
     if spec.HasField("landlock"):
-        setup.step(Layer.LANDLOCK_FS, lambda: _enforce_landlock(spec.landlock))
+        setup.step(Layer.LANDLOCK_FS, lambda: _enforce_landlock(spec.landlock, task_dir))
     target = setup.step(Layer.TARGET, lambda: _resolve_target(spec.target))
-    setup.step(Layer.SECCOMP, lambda: _load_seccomp(spec.seccomp))
+    setup.step(Layer.SECCOMP, lambda: _load_seccomp(spec.seccomp, task_dir))
     return target  # type: ignore[return-value]
 
 

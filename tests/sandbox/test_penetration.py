@@ -1,0 +1,332 @@
+"""Penetration suite: each test is one attack, run by a real sandboxed child
+(plugin profile, temp work directory) launched through ``sandbox.launch``.
+
+Every attack must be refused (the attacker reports the errno it got) or end
+in the child's death (SIGSYS from the filter, an rlimit signal), and the
+sentinel "core" process must keep running with its private files intact.
+The expected errno names the layer that refused: EACCES/EXDEV Landlock,
+EPERM/ENOSYS seccomp, ECONNREFUSED the private network namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import sandbox
+from tests.sandbox.conftest import TEST_LIMITS, Outcome, Range, Sentinel
+
+
+def _refused(outcome: Outcome, expected: str) -> None:
+    assert outcome.report == expected, f"attacker reported {outcome.report!r}; {outcome.exit}"
+    assert outcome.exit.kind is sandbox.ExitKind.EXITED
+    assert outcome.exit.code == 0
+
+
+def _killed_by_filter(outcome: Outcome) -> None:
+    assert outcome.report is None, f"attacker reported {outcome.report!r}"
+    assert outcome.exit.by_seccomp, outcome.exit
+
+
+# --- files ---------------------------------------------------------------------
+
+
+def test_read_etc_passwd(attacker: Range, sentinel: Sentinel) -> None:
+    _refused(attacker.run("read_etc_passwd"), "EACCES")
+    sentinel.assert_intact()
+
+
+def test_read_core_key_files(attacker: Range, sentinel: Sentinel) -> None:
+    outcome = attacker.run("read_core_keys", *map(str, sentinel.files))
+    _refused(outcome, ",".join(["EACCES"] * len(sentinel.files)))
+    sentinel.assert_intact()
+
+
+def test_write_outside_work_dir(attacker: Range, sentinel: Sentinel) -> None:
+    _refused(attacker.run("write_outside", str(sentinel.home)), "EACCES,EACCES")
+    assert not list(Path("/tmp").glob("naga-planted-*"))
+    sentinel.assert_intact()
+
+
+def test_truncate_read_only_file(attacker: Range, sentinel: Sentinel) -> None:
+    _refused(attacker.run("truncate_read_only", str(attacker.ro_file)), "EACCES,EACCES")
+    assert attacker.ro_file.read_bytes() == b"read-only data\n"
+    sentinel.assert_intact()
+
+
+def test_chmod_read_only_file(attacker: Range, sentinel: Sentinel) -> None:
+    # Landlock does not cover metadata; the filter refuses chmod outright.
+    mode = attacker.ro_file.stat().st_mode
+    _refused(attacker.run("chmod_read_only", str(attacker.ro_file)), "EPERM")
+    assert attacker.ro_file.stat().st_mode == mode
+    sentinel.assert_intact()
+
+
+def test_rename_out_of_work_dir(attacker: Range, sentinel: Sentinel) -> None:
+    _refused(attacker.run("rename_out", str(sentinel.home)), "EACCES")
+    assert (attacker.work / "mine").exists()
+    sentinel.assert_intact()
+
+
+def test_rename_core_key_into_work_dir(attacker: Range, sentinel: Sentinel) -> None:
+    _refused(attacker.run("rename_in", str(sentinel.files[0])), "EACCES")
+    assert not (attacker.work / "stolen").exists()
+    sentinel.assert_intact()
+
+
+def test_hardlink_core_key_into_work_dir(attacker: Range, sentinel: Sentinel) -> None:
+    # Landlock refuses linking a file in from a hierarchy it does not grant.
+    _refused(attacker.run("hardlink_in", str(sentinel.files[0])), "EXDEV")
+    assert not (attacker.work / "stolen").exists()
+    sentinel.assert_intact()
+
+
+def test_symlink_to_core_key(attacker: Range, sentinel: Sentinel) -> None:
+    _refused(attacker.run("symlink_out", str(sentinel.files[0])), "EACCES")
+    sentinel.assert_intact()
+
+
+def test_write_proc_self_mem(attacker: Range, sentinel: Sentinel) -> None:
+    _refused(attacker.run("write_proc_self_mem"), "EACCES")
+    sentinel.assert_intact()
+
+
+# --- network -------------------------------------------------------------------
+
+
+@pytest.fixture
+def tcp_listener() -> Iterator[socket.socket]:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        s.setblocking(False)
+        yield s
+
+
+def _nothing_arrived(listener: socket.socket) -> None:
+    with pytest.raises(BlockingIOError):
+        listener.accept()
+
+
+def test_tcp_connect_without_egress(
+    attacker: Range, sentinel: Sentinel, tcp_listener: socket.socket
+) -> None:
+    port = tcp_listener.getsockname()[1]
+    _refused(attacker.run("tcp_connect", str(port)), "EPERM")
+    _nothing_arrived(tcp_listener)
+    sentinel.assert_intact()
+
+
+def test_tcp_connect_to_port_not_in_egress(
+    attacker: Range, sentinel: Sentinel, tcp_listener: socket.socket
+) -> None:
+    port = tcp_listener.getsockname()[1]
+    other = 443 if port != 443 else 8443
+    profile = attacker.profile(egress=(sandbox.Egress("api.example.com", other),))
+    _refused(attacker.run("tcp_connect", str(port), profile=profile), "EACCES")
+    _nothing_arrived(tcp_listener)
+    sentinel.assert_intact()
+
+
+@pytest.fixture
+def abstract_listener() -> Iterator[tuple[str, socket.socket]]:
+    name = f"naga-test-{os.getpid()}-{time.monotonic_ns()}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.bind("\0" + name)
+        s.listen()
+        s.setblocking(False)
+        yield name, s
+
+
+def test_abstract_unix_socket_from_private_netns(
+    attacker: Range, sentinel: Sentinel, abstract_listener: tuple[str, socket.socket]
+) -> None:
+    # Abstract names live in the network namespace: from its own, ours is absent.
+    name, listener = abstract_listener
+    _refused(attacker.run("abstract_connect", name), "ECONNREFUSED")
+    _nothing_arrived(listener)
+    sentinel.assert_intact()
+
+
+def test_abstract_unix_socket_on_host_network(
+    attacker: Range, sentinel: Sentinel, abstract_listener: tuple[str, socket.socket]
+) -> None:
+    # With egress the host network stays; Landlock's socket scope refuses it.
+    name, listener = abstract_listener
+    profile = attacker.profile(egress=(sandbox.Egress("api.example.com", 443),))
+    _refused(attacker.run("abstract_connect", name, profile=profile), "EPERM")
+    _nothing_arrived(listener)
+    sentinel.assert_intact()
+
+
+def test_raw_and_netlink_sockets(attacker: Range, sentinel: Sentinel) -> None:
+    _refused(attacker.run("raw_socket"), "EPERM,EPERM")
+    sentinel.assert_intact()
+
+
+# --- processes -----------------------------------------------------------------
+
+
+def test_execve_shell(attacker: Range, sentinel: Sentinel) -> None:
+    _killed_by_filter(attacker.run("execve_shell"))
+    sentinel.assert_intact()
+
+
+def test_memfd_create_and_exec(attacker: Range, sentinel: Sentinel) -> None:
+    _refused(attacker.run("memfd_exec"), "EPERM")
+    sentinel.assert_intact()
+
+
+def test_clone_with_namespace_flags(attacker: Range, sentinel: Sentinel) -> None:
+    _refused(attacker.run("clone_namespace"), "EPERM")
+    sentinel.assert_intact()
+
+
+def test_unshare_namespaces(attacker: Range, sentinel: Sentinel) -> None:
+    _refused(attacker.run("unshare_user"), "EPERM")
+    sentinel.assert_intact()
+
+
+def test_fork_bomb(attacker: Range, sentinel: Sentinel) -> None:
+    _refused(attacker.run("fork_bomb"), "EPERM")
+    sentinel.assert_intact()
+
+
+def test_ptrace_sentinel(attacker: Range, sentinel: Sentinel) -> None:
+    _killed_by_filter(attacker.run("ptrace_sentinel", str(sentinel.pid)))
+    sentinel.assert_intact()
+
+
+def test_process_vm_readv_sentinel(attacker: Range, sentinel: Sentinel) -> None:
+    _killed_by_filter(attacker.run("process_vm_readv_sentinel", str(sentinel.pid)))
+    sentinel.assert_intact()
+
+
+def test_kill_sentinel(attacker: Range, sentinel: Sentinel) -> None:
+    _refused(attacker.run("kill_sentinel", str(sentinel.pid)), "EPERM,EPERM")
+    sentinel.assert_intact()
+
+
+def test_sigio_at_sentinel(attacker: Range, sentinel: Sentinel) -> None:
+    # F_SETOWN/F_SETSIG would make the kernel signal the sentinel for us.
+    _refused(attacker.run("sigio_sentinel", str(sentinel.pid)), "EPERM,EPERM")
+    sentinel.assert_intact()
+
+
+def test_raise_rlimits(attacker: Range, sentinel: Sentinel) -> None:
+    _refused(attacker.run("raise_rlimits"), "EPERM,EPERM")
+    sentinel.assert_intact()
+
+
+# --- memory and the kernel ------------------------------------------------------
+
+
+def test_mprotect_page_executable(attacker: Range, sentinel: Sentinel) -> None:
+    _refused(attacker.run("mprotect_exec"), "EPERM,EPERM")
+    sentinel.assert_intact()
+
+
+def test_io_uring_bpf_userfaultfd_keyctl(attacker: Range, sentinel: Sentinel) -> None:
+    _refused(attacker.run("kernel_surface"), "EPERM,EPERM,EPERM,EPERM")
+    sentinel.assert_intact()
+
+
+def test_ioctl_tiocsti(attacker: Range, sentinel: Sentinel) -> None:
+    # Without the filter stdin (/dev/null) would answer ENOTTY.
+    _refused(attacker.run("ioctl_tiocsti"), "EPERM")
+    sentinel.assert_intact()
+
+
+def test_thread_started_before_filter_is_filtered(attacker: Range, sentinel: Sentinel) -> None:
+    outcome = attacker.run("", target="tests.sandbox._early_thread:run")
+    _refused(outcome, "EPERM,EPERM")
+    sentinel.assert_intact()
+
+
+# --- resources -----------------------------------------------------------------
+
+
+def test_memory_bomb(attacker: Range, sentinel: Sentinel) -> None:
+    _refused(attacker.run("memory_bomb"), "MemoryError")
+    sentinel.assert_intact()
+
+
+def test_cpu_spin(attacker: Range, sentinel: Sentinel) -> None:
+    limits = sandbox.Rlimits(address_space=TEST_LIMITS.address_space, cpu_seconds=1)
+    outcome = attacker.run("cpu_spin", profile=attacker.profile(limits=limits))
+    assert outcome.report is None
+    assert outcome.exit.kind is sandbox.ExitKind.SIGNALED
+    assert outcome.exit.signal in (signal.SIGXCPU, signal.SIGKILL), outcome.exit
+    sentinel.assert_intact()
+
+
+def test_fd_exhaustion(attacker: Range, sentinel: Sentinel) -> None:
+    _refused(attacker.run("fd_exhaustion"), "EMFILE")
+    sentinel.assert_intact()
+
+
+def test_disk_fill(attacker: Range, sentinel: Sentinel) -> None:
+    _refused(attacker.run("disk_fill"), "EFBIG")
+    assert TEST_LIMITS.file_size is not None
+    assert (attacker.work / "fill").stat().st_size <= TEST_LIMITS.file_size
+    sentinel.assert_intact()
+
+
+# --- crashes and hangs ---------------------------------------------------------
+
+
+def test_segfault(attacker: Range, sentinel: Sentinel) -> None:
+    outcome = attacker.run("segfault")
+    assert outcome.report is None
+    assert outcome.exit.kind is sandbox.ExitKind.SIGNALED
+    assert outcome.exit.signal == signal.SIGSEGV
+    assert "crashed (SIGSEGV)" in outcome.exit.cause
+    sentinel.assert_intact()
+
+
+def test_infinite_loop_hits_deadline(attacker: Range, sentinel: Sentinel) -> None:
+    limits = sandbox.Rlimits(address_space=TEST_LIMITS.address_space)  # no CPU limit
+    outcome = attacker.run("cpu_spin", profile=attacker.profile(limits=limits), timeout=0.5)
+    assert outcome.report is None
+    assert outcome.exit.kind is sandbox.ExitKind.DEADLINE
+    assert outcome.exit.signal == signal.SIGKILL
+    sentinel.assert_intact()
+
+
+def test_sigstop_is_noticed(attacker: Range, sentinel: Sentinel) -> None:
+    # A generous timeout: the stop is noticed long before it.
+    outcome = attacker.run("stop_self", timeout=30)
+    assert outcome.report is None
+    assert outcome.exit.kind is sandbox.ExitKind.STOPPED, outcome.exit
+    sentinel.assert_intact()
+
+
+# --- the layers are on ---------------------------------------------------------
+
+
+def test_proc_status_shows_seccomp_and_no_new_privs(attacker: Range, sentinel: Sentinel) -> None:
+    gate_r, gate_w = os.pipe()
+    try:
+        child, report = attacker.start("block", str(gate_r), pass_fds=(gate_r,))
+        with child:
+            for task in Path(f"/proc/{child.pid}/task").iterdir():
+                status = (task / "status").read_text()
+                assert "Seccomp:\t2\n" in status, task
+                assert "NoNewPrivs:\t1\n" in status, task
+                assert "CapEff:\t0000000000000000\n" in status, task
+            os.close(gate_w)
+            gate_w = -1
+            assert child.wait(timeout=30).code == 0
+        assert os.read(report, 64) == b"unblocked\n"
+        os.close(report)
+    finally:
+        os.close(gate_r)
+        if gate_w != -1:
+            os.close(gate_w)
+    sentinel.assert_intact()
