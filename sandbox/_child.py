@@ -5,8 +5,10 @@ order, and reports on ``REPORT_FD``:
 
 1. rlimits
 2. no_new_privs
-3. namespaces (a user namespace first when not root, then the network one)
-4. capabilities dropped (needed until now to unshare as root)
+3. namespaces (a user namespace first when not root, then the network and
+   mount ones), and the filesystem view: a new root holding only the
+   profile's paths
+4. capabilities dropped (needed until now to unshare and mount)
 5. Landlock (restricts this thread and everything it starts later, so it
    goes before any thread exists)
 6. import the target module, so its imports (and any threads it starts)
@@ -31,7 +33,7 @@ from typing import NoReturn
 # Imported before any layer: pyseccomp locates libseccomp by running
 # ldconfig, which needs exec and a full filesystem view.
 from naga.v1 import sandbox_pb2
-from sandbox import _landlock, _linux, _seccomp, _wire
+from sandbox import _landlock, _linux, _mounts, _seccomp, _wire
 from sandbox._wire import Layer
 
 #: Exit status of a child whose setup failed (EX_SOFTWARE).
@@ -55,12 +57,19 @@ def _apply_rlimits(spec: sandbox_pb2.SandboxSpec) -> None:
 
 
 def _enter_namespaces(spec: sandbox_pb2.SandboxSpec) -> None:
+    flags = 0
+    if spec.unshare_net:
+        flags |= _linux.CLONE_NEWNET
+    if spec.HasField("view"):
+        flags |= _linux.CLONE_NEWNS
     if spec.unshare_user:
         uid, gid = os.getuid(), os.getgid()
-        _linux.unshare(_linux.CLONE_NEWUSER | _linux.CLONE_NEWNET)
+        # The kernel creates the user namespace first, and the others
+        # belong to it: we hold every capability there, none outside.
+        _linux.unshare(_linux.CLONE_NEWUSER | flags)
         _linux.map_ids(uid, gid)
-    elif spec.unshare_net:
-        _linux.unshare(_linux.CLONE_NEWNET)
+    else:
+        _linux.unshare(flags)
 
 
 def _enforce_landlock(spec: sandbox_pb2.LandlockSpec, task_dir: int) -> None:
@@ -132,6 +141,12 @@ def _setup_layers(
         setup.step(Layer.USER_NAMESPACE, lambda: _enter_namespaces(spec))
     elif spec.unshare_net:
         setup.step(Layer.NET_NAMESPACE, lambda: _enter_namespaces(spec))
+    elif spec.HasField("view"):
+        setup.step(Layer.MOUNT_NAMESPACE, lambda: _enter_namespaces(spec))
+    if spec.HasField("view"):
+        view = spec.view
+        paths = [(p.path, p.writable) for p in view.paths]
+        setup.step(Layer.MOUNT_NAMESPACE, lambda: _mounts.enter_view(paths, view.cwd))
     if spec.drop_capabilities:
         setup.step(Layer.CAPABILITIES, _linux.drop_capabilities)
     if spec.HasField("landlock"):

@@ -37,6 +37,9 @@ class KernelReport:
     #: Whether this process can create a user namespace.
     user_namespaces: bool
     root: bool
+    #: Whether this process can create a mount namespace (as root directly,
+    #: otherwise inside a new user namespace).
+    mount_namespaces: bool
 
     @property
     def landlock_tcp(self) -> bool:
@@ -69,6 +72,7 @@ class KernelReport:
             f"sandbox no_new_privs: {yes(self.no_new_privs)}",
             f"sandbox Landlock: {landlock}",
             f"sandbox network namespaces: {yes(self.net_namespaces)}",
+            f"sandbox mount namespaces (private filesystem view): {yes(self.mount_namespaces)}",
             f"sandbox user namespaces: {yes(self.user_namespaces)}",
         ]
 
@@ -125,8 +129,10 @@ def detect() -> KernelReport:
     user_ns = _can_unshare(_linux.CLONE_NEWUSER)
     if root:
         net_ns = _can_unshare(_linux.CLONE_NEWNET)
+        mount_ns = _can_unshare(_linux.CLONE_NEWNS)
     else:
         net_ns = user_ns and _can_unshare(_linux.CLONE_NEWUSER | _linux.CLONE_NEWNET)
+        mount_ns = user_ns and _can_unshare(_linux.CLONE_NEWUSER | _linux.CLONE_NEWNS)
     return KernelReport(
         release=os.uname().release,
         seccomp=_seccomp_filter_mode(),
@@ -136,4 +142,5 @@ def detect() -> KernelReport:
         net_namespaces=net_ns,
         user_namespaces=user_ns,
         root=root,
+        mount_namespaces=mount_ns,
     )

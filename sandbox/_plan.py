@@ -58,6 +58,15 @@ def _degradations(profile: Profile, kernel: KernelReport) -> list[Degradation]:
                 "Unix sockets",
             )
         )
+    if not kernel.mount_namespaces:
+        found.append(
+            Degradation(
+                Layer.MOUNT_NAMESPACE,
+                "cannot create a mount namespace; the host's paths stay visible (Landlock "
+                "still refuses their contents) and Unix sockets outside the profile (a "
+                "systemd user bus, ssh-agent, docker.sock) stay reachable by file mode",
+            )
+        )
     abi = kernel.landlock_abi
     if abi == 0:
         found.append(
@@ -124,9 +133,18 @@ def plan(
     )
     for res, soft, hard in profile.rlimits.triples():
         spec.rlimits.append(sandbox_pb2.Rlimit(resource=res, soft=_rlim(soft), hard=_rlim(hard)))
-    if profile.network.private_netns and kernel.net_namespaces:
-        spec.unshare_net = True
-        spec.unshare_user = not kernel.root
+    spec.unshare_net = profile.network.private_netns and kernel.net_namespaces
+    if kernel.mount_namespaces:
+        view = sandbox_pb2.FilesystemView(cwd=profile.work_dir)
+        shown = [(p, False) for p in profile.read_only]
+        shown += [(p, True) for p in profile.devices]
+        shown.append((profile.work_dir, True))
+        if profile.core_socket is not None:
+            shown.append((profile.core_socket, True))
+        view.paths.extend(sandbox_pb2.ViewPath(path=p, writable=w) for p, w in shown)
+        spec.view.CopyFrom(view)
+    # Without root, namespaces other than the user one need one of their own.
+    spec.unshare_user = not kernel.root and (spec.unshare_net or spec.HasField("view"))
     abi = kernel.landlock_abi
     if abi > 0:
         handled_fs = _landlock.fs_access_for_abi(abi)

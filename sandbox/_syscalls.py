@@ -39,12 +39,12 @@ _BASE: list[Rule] = [
     *allow("brk munmap mremap madvise msync mincore", "the allocator and mmap module"),
     allow_if(
         "mmap",
-        "anonymous and file mappings, never executable: no new code after the filter",
+        "unless PROT_EXEC: no new executable code once the filter is on",
         ArgCheck.bits_clear(2, mmap.PROT_EXEC),
     ),
     allow_if(
         "mprotect",
-        "guard pages and RELRO; turning a page executable is refused",
+        "unless PROT_EXEC (guard pages and RELRO still work)",
         ArgCheck.bits_clear(2, mmap.PROT_EXEC),
     ),
     # --- threads and processes -------------------------------------------
@@ -72,9 +72,9 @@ _BASE: list[Rule] = [
         " sched_get_priority_max sched_get_priority_min",
         "scheduler queries (thread pools size themselves from the CPU count)",
     ),
-    allow_if("kill", "signals to itself only (os.kill(os.getpid(), ...))", ArgCheck.is_own_pid(0)),
+    allow_if("kill", "only with pid == its own pid", ArgCheck.is_own_pid(0)),
     allow_if(
-        "tgkill", "signals to its own threads only (raise, pthread_kill)", ArgCheck.is_own_pid(0)
+        "tgkill", "only with tgid == its own pid (raise, pthread_kill)", ArgCheck.is_own_pid(0)
     ),
     *allow_values(
         "prctl",
@@ -88,17 +88,19 @@ _BASE: list[Rule] = [
             _linux.PR_CAPBSET_READ,
             _linux.PR_SET_VMA,
         ),
-        "thread names (gRPC), anonymous mapping names (glibc), and read-only queries",
+        "only PR_SET_NAME/PR_GET_NAME (gRPC names threads), PR_SET_VMA (glibc names"
+        " mappings), and the queries PR_GET_DUMPABLE, PR_GET_SECCOMP, PR_GET_NO_NEW_PRIVS,"
+        " PR_CAPBSET_READ",
     ),
     allow_if(
         "prlimit64",
-        "reading its own limits; any new limit is refused",
+        "only reading (new limit NULL) its own limits (pid 0 or its own)",
         ArgCheck.eq(0, 0),
         ArgCheck.eq(2, 0),
     ),
     allow_if(
         "prlimit64",
-        "reading its own limits; any new limit is refused",
+        "only reading (new limit NULL) its own limits (pid 0 or its own)",
         ArgCheck.is_own_pid(0),
         ArgCheck.eq(2, 0),
     ),
@@ -143,7 +145,8 @@ _BASE: list[Rule] = [
             fcntl.F_OFD_SETLKW,
             fcntl.F_GETPIPE_SZ,
         ),
-        "flags and locks; not F_SETOWN/F_SETSIG, which aim SIGIO at another process",
+        "only F_DUPFD(_CLOEXEC), F_GETFD/F_SETFD, F_GETFL/F_SETFL, record and OFD locks,"
+        " F_GETPIPE_SZ; not F_SETOWN/F_SETSIG, which aim SIGIO at another process",
     ),
     *allow(
         "fstat stat lstat newfstatat statx statfs fstatfs access faccessat faccessat2"
@@ -188,7 +191,7 @@ _BASE: list[Rule] = [
             termios.FIOCLEX,
             termios.FIONCLEX,
         ),
-        "isatty, terminal size, non-blocking mode, bytes readable, close-on-exec",
+        "only TCGETS (isatty), TIOCGWINSZ, FIONBIO, FIONREAD, FIOCLEX, FIONCLEX",
     ),
     Rule(
         "ioctl",
@@ -199,8 +202,10 @@ _BASE: list[Rule] = [
         args=(ArgCheck.eq(1, termios.TIOCSTI),),
     ),
     # --- Unix sockets (the core's socket) --------------------------------
-    *allow_values("socket", 0, (socket.AF_UNIX,), "Unix sockets: the core's gRPC socket"),
-    *allow_values("socketpair", 0, (socket.AF_UNIX,), "event loops' wake-up pairs"),
+    *allow_values(
+        "socket", 0, (socket.AF_UNIX,), "only AF_UNIX: the core's gRPC socket, loop wake-ups"
+    ),
+    *allow_values("socketpair", 0, (socket.AF_UNIX,), "only AF_UNIX (event loops' wake-ups)"),
     *allow(
         "connect sendto recvfrom sendmsg recvmsg sendmmsg recvmmsg shutdown"
         " getsockname getpeername setsockopt getsockopt",
@@ -240,7 +245,8 @@ _BASE: list[Rule] = [
 _NETWORK_CLIENT: list[Rule] = [
     allow_if(
         "socket",
-        "TCP sockets; Landlock limits the ports they may connect to or bind",
+        "also AF_INET/AF_INET6 SOCK_STREAM with protocol 0 or TCP (not SCTP or MPTCP,"
+        " which Landlock's TCP rules do not cover); Landlock limits the ports",
         ArgCheck.eq(0, family),
         ArgCheck.masked(1, _SOCK_TYPE_MASK, socket.SOCK_STREAM),
         ArgCheck.eq(2, proto),
@@ -252,7 +258,8 @@ _NETWORK_CLIENT: list[Rule] = [
 _DNS: list[Rule] = [
     allow_if(
         "socket",
-        "UDP for DNS lookups (Landlock has no UDP rules: see the design doc)",
+        "also AF_INET/AF_INET6 SOCK_DGRAM with protocol 0 or UDP, for DNS (Landlock"
+        " has no UDP rules: see below)",
         ArgCheck.eq(0, family),
         ArgCheck.masked(1, _SOCK_TYPE_MASK, socket.SOCK_DGRAM),
         ArgCheck.eq(2, proto),

@@ -36,6 +36,7 @@ class Layer(enum.Enum):
     NO_NEW_PRIVS = "no_new_privs"
     USER_NAMESPACE = "user_namespace"
     NET_NAMESPACE = "net_namespace"
+    MOUNT_NAMESPACE = "mount_namespace"
     CAPABILITIES = "capabilities"
     LANDLOCK_FS = "landlock_fs"
     LANDLOCK_NET = "landlock_net"

@@ -49,6 +49,8 @@ class _SandboxLayerEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SandboxL
     SANDBOX_LAYER_SECCOMP: _SandboxLayer.ValueType  # 10
     SANDBOX_LAYER_SECCOMP_TSYNC: _SandboxLayer.ValueType  # 11
     """The seccomp filter synchronised to every thread of the process."""
+    SANDBOX_LAYER_MOUNT_NAMESPACE: _SandboxLayer.ValueType  # 12
+    """A private mount namespace whose root holds only the profile's paths."""
 
 class SandboxLayer(_SandboxLayer, metaclass=_SandboxLayerEnumTypeWrapper):
     """One isolation layer, as named in reports and errors."""
@@ -71,6 +73,8 @@ SANDBOX_LAYER_TARGET: SandboxLayer.ValueType  # 9
 SANDBOX_LAYER_SECCOMP: SandboxLayer.ValueType  # 10
 SANDBOX_LAYER_SECCOMP_TSYNC: SandboxLayer.ValueType  # 11
 """The seccomp filter synchronised to every thread of the process."""
+SANDBOX_LAYER_MOUNT_NAMESPACE: SandboxLayer.ValueType  # 12
+"""A private mount namespace whose root holds only the profile's paths."""
 Global___SandboxLayer: _TypeAlias = SandboxLayer  # noqa: Y015
 
 class _SeccompAction:
@@ -167,6 +171,57 @@ class LandlockPath(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___LandlockPath: _TypeAlias = LandlockPath  # noqa: Y015
+
+@_typing.final
+class ViewPath(_message.Message):
+    """One path of the child's filesystem view, bind-mounted at the same place."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    WRITABLE_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    writable: _builtins.bool
+    """Left writable; every other path is remounted read-only."""
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        writable: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["path", b"path", "writable", b"writable"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ViewPath: _TypeAlias = ViewPath  # noqa: Y015
+
+@_typing.final
+class FilesystemView(_message.Message):
+    """The child's whole filesystem: a fresh root holding only these paths."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATHS_FIELD_NUMBER: _builtins.int
+    CWD_FIELD_NUMBER: _builtins.int
+    cwd: _builtins.str
+    """The working directory inside the view."""
+    @_builtins.property
+    def paths(self) -> _containers.RepeatedCompositeFieldContainer[Global___ViewPath]: ...
+    def __init__(
+        self,
+        *,
+        paths: _abc.Iterable[Global___ViewPath] | None = ...,
+        cwd: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cwd", b"cwd", "paths", b"paths"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FilesystemView: _TypeAlias = FilesystemView  # noqa: Y015
 
 @_typing.final
 class LandlockSpec(_message.Message):
@@ -309,6 +364,7 @@ class SandboxSpec(_message.Message):
     RLIMITS_FIELD_NUMBER: _builtins.int
     UNSHARE_USER_FIELD_NUMBER: _builtins.int
     UNSHARE_NET_FIELD_NUMBER: _builtins.int
+    VIEW_FIELD_NUMBER: _builtins.int
     DROP_CAPABILITIES_FIELD_NUMBER: _builtins.int
     LANDLOCK_FIELD_NUMBER: _builtins.int
     SECCOMP_FIELD_NUMBER: _builtins.int
@@ -321,6 +377,10 @@ class SandboxSpec(_message.Message):
     """"package.module:function"; called with `args` once the filter is loaded."""
     @_builtins.property
     def rlimits(self) -> _containers.RepeatedCompositeFieldContainer[Global___Rlimit]: ...
+    @_builtins.property
+    def view(self) -> Global___FilesystemView:
+        """Absent: the host's filesystem stays visible (a degraded launch)."""
+
     @_builtins.property
     def landlock(self) -> Global___LandlockSpec:
         """Absent: no Landlock on this kernel (a degraded launch)."""
@@ -335,15 +395,16 @@ class SandboxSpec(_message.Message):
         rlimits: _abc.Iterable[Global___Rlimit] | None = ...,
         unshare_user: _builtins.bool = ...,
         unshare_net: _builtins.bool = ...,
+        view: Global___FilesystemView | None = ...,
         drop_capabilities: _builtins.bool = ...,
         landlock: Global___LandlockSpec | None = ...,
         seccomp: Global___SeccompSpec | None = ...,
         target: _builtins.str = ...,
         args: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["landlock", b"landlock", "seccomp", b"seccomp"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["landlock", b"landlock", "seccomp", b"seccomp", "view", b"view"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["args", b"args", "drop_capabilities", b"drop_capabilities", "landlock", b"landlock", "rlimits", b"rlimits", "seccomp", b"seccomp", "target", b"target", "unshare_net", b"unshare_net", "unshare_user", b"unshare_user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["args", b"args", "drop_capabilities", b"drop_capabilities", "landlock", b"landlock", "rlimits", b"rlimits", "seccomp", b"seccomp", "target", b"target", "unshare_net", b"unshare_net", "unshare_user", b"unshare_user", "view", b"view"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

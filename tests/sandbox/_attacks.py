@@ -143,6 +143,14 @@ def tcp_connect(port: str) -> str:
     return _errnos(connect)
 
 
+def unix_connect(path: str) -> str:
+    def connect() -> None:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(path)
+
+    return _errnos(connect)
+
+
 def abstract_connect(name: str) -> str:
     def connect() -> None:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
@@ -347,6 +355,7 @@ ATTACKS: dict[str, Callable[..., str]] = {
         symlink_out,
         write_proc_self_mem,
         tcp_connect,
+        unix_connect,
         abstract_connect,
         raw_socket,
         execve_shell,

@@ -3,6 +3,7 @@ a launcher of real sandboxed children that run one attack each."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import stat
@@ -108,6 +109,7 @@ class Range:
         profile: sandbox.Profile | None = None,
         target: str = "tests.sandbox._attacks:run",
         pass_fds: tuple[int, ...] = (),
+        kernel: sandbox.KernelReport | None = None,
     ) -> tuple[sandbox.Sandboxed, int]:
         """The running child and the read end of its report pipe."""
         r, w = os.pipe()
@@ -117,7 +119,7 @@ class Range:
                 target,
                 [str(w), attack, *params] if attack else [str(w), *params],
                 pass_fds=[w, *pass_fds],
-                kernel=self.kernel,
+                kernel=kernel or self.kernel,
             )
         finally:
             os.close(w)
@@ -130,8 +132,9 @@ class Range:
         profile: sandbox.Profile | None = None,
         timeout: float = 30.0,
         target: str = "tests.sandbox._attacks:run",
+        kernel: sandbox.KernelReport | None = None,
     ) -> Outcome:
-        child, r = self.start(attack, *params, profile=profile, target=target)
+        child, r = self.start(attack, *params, profile=profile, target=target, kernel=kernel)
         try:
             end = child.wait(timeout=timeout)
             # The child has exited, so every writer is closed: this read ends.
@@ -149,3 +152,29 @@ def attacker(tmp_path: Path, kernel: sandbox.KernelReport) -> Range:
     work.mkdir()
     read_only.mkdir()
     return Range(work, read_only, kernel)
+
+
+class FileLayer:
+    """Runs file attacks with the whole sandbox ("view": paths outside the
+    profile do not exist), or with Landlock alone ("landlock": the kernel
+    report claims no mount namespaces, the profile accepts degraded mode),
+    so each layer is shown to stop them by itself."""
+
+    def __init__(self, name: str, attacker: Range) -> None:
+        self.name = name
+        self._attacker = attacker
+
+    def run(self, attack: str, *params: str) -> Outcome:
+        if self.name == "view":
+            return self._attacker.run(attack, *params)
+        profile = dataclasses.replace(self._attacker.profile(), allow_degraded=True)
+        kernel = dataclasses.replace(self._attacker.kernel, mount_namespaces=False)
+        return self._attacker.run(attack, *params, profile=profile, kernel=kernel)
+
+    def expect(self, *, view: str, landlock: str) -> str:
+        return view if self.name == "view" else landlock
+
+
+@pytest.fixture(params=["view", "landlock"])
+def layer(request: pytest.FixtureRequest, attacker: Range) -> FileLayer:
+    return FileLayer(str(request.param), attacker)

@@ -66,6 +66,7 @@ def test_everyday_work_still_runs(attacker: Range) -> None:
         sandbox.Layer.RLIMITS,
         sandbox.Layer.NO_NEW_PRIVS,
         sandbox.Layer.NET_NAMESPACE,
+        sandbox.Layer.MOUNT_NAMESPACE,
         sandbox.Layer.CAPABILITIES,
         sandbox.Layer.LANDLOCK_FS,
         sandbox.Layer.TARGET,
@@ -223,12 +224,22 @@ def test_target_that_never_gets_ready_is_killed(attacker: Range) -> None:
     assert info.value.exit == "killed (SIGKILL) by its supervisor"
 
 
-def test_vanished_read_only_path_fails_at_landlock(attacker: Range) -> None:
+def test_vanished_read_only_path_fails_the_launch(attacker: Range) -> None:
     profile = attacker.profile()
     attacker.ro_file.unlink()
     attacker.read_only.rmdir()
     with pytest.raises(sandbox.LaunchFailed, match="No such file or directory") as info:
         sandbox.launch(profile, f"{WORKLOADS}:session")
+    assert (info.value.layer, info.value.errno) == ("mount_namespace", errno.ENOENT)
+    assert str(attacker.read_only) in info.value.detail
+    # Without the view, Landlock is the layer that finds it missing.
+    kernel = dataclasses.replace(attacker.kernel, mount_namespaces=False)
+    with pytest.raises(sandbox.LaunchFailed, match="No such file or directory") as info:
+        sandbox.launch(
+            dataclasses.replace(profile, allow_degraded=True),
+            f"{WORKLOADS}:session",
+            kernel=kernel,
+        )
     assert (info.value.layer, info.value.errno) == ("landlock_fs", errno.ENOENT)
 
 
@@ -252,10 +263,11 @@ def test_bad_launch_arguments(attacker: Range) -> None:
 
 
 def test_missing_landlock_is_refused_unless_degraded_mode(attacker: Range) -> None:
-    old_kernel = dataclasses.replace(attacker.kernel, landlock_abi=0)
+    old_kernel = dataclasses.replace(attacker.kernel, landlock_abi=0, mount_namespaces=False)
     with pytest.raises(sandbox.LayerUnavailable, match="landlock_fs: no Landlock") as info:
         sandbox.launch(attacker.profile(), f"{WORKLOADS}:session", kernel=old_kernel)
     assert info.value.profile == "plugin"
+    assert [layer for layer, _ in info.value.missing] == ["mount_namespace", "landlock_fs"]
     degraded = dataclasses.replace(attacker.profile(), allow_degraded=True)
     r, w = os.pipe()
     try:
@@ -268,9 +280,12 @@ def test_missing_landlock_is_refused_unless_degraded_mode(attacker: Range) -> No
         )
         os.close(w)
         w = -1
-        assert [d.layer for d in child.degraded] == [sandbox.Layer.LANDLOCK_FS]
+        assert [d.layer for d in child.degraded] == [
+            sandbox.Layer.MOUNT_NAMESPACE,
+            sandbox.Layer.LANDLOCK_FS,
+        ]
         assert child.wait(timeout=30).code == 0
-        # The degradation is real: without Landlock, /etc/passwd is readable.
+        # The degradation is real: with neither layer, /etc/passwd is readable.
         assert os.read(r, 100).startswith(b"ESCAPED")
     finally:
         os.close(r)

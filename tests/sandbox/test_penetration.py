@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +22,14 @@ from pathlib import Path
 import pytest
 
 import sandbox
-from tests.sandbox.conftest import TEST_LIMITS, Outcome, Range, Sentinel
+from tests.sandbox.conftest import (
+    REPO_ROOT,
+    TEST_LIMITS,
+    FileLayer,
+    Outcome,
+    Range,
+    Sentinel,
+)
 
 
 def _refused(outcome: Outcome, expected: str) -> None:
@@ -34,66 +43,109 @@ def _killed_by_filter(outcome: Outcome) -> None:
     assert outcome.exit.by_seccomp, outcome.exit
 
 
-# --- files ---------------------------------------------------------------------
+def _nothing_arrived(listener: socket.socket) -> None:
+    with pytest.raises(BlockingIOError):
+        listener.accept()
 
 
-def test_read_etc_passwd(attacker: Range, sentinel: Sentinel) -> None:
-    _refused(attacker.run("read_etc_passwd"), "EACCES")
+# --- files -----------------------------------------------------------------------
+# Each runs twice: with the whole sandbox the paths are simply absent from the
+# child's view (ENOENT), or read-only mounts (EROFS); with Landlock alone it
+# refuses them (EACCES, EXDEV for links across hierarchies).
+
+
+def test_read_etc_passwd(layer: FileLayer, sentinel: Sentinel) -> None:
+    _refused(layer.run("read_etc_passwd"), layer.expect(view="ENOENT", landlock="EACCES"))
     sentinel.assert_intact()
 
 
-def test_read_core_key_files(attacker: Range, sentinel: Sentinel) -> None:
-    outcome = attacker.run("read_core_keys", *map(str, sentinel.files))
-    _refused(outcome, ",".join(["EACCES"] * len(sentinel.files)))
+def test_read_core_key_files(layer: FileLayer, sentinel: Sentinel) -> None:
+    outcome = layer.run("read_core_keys", *map(str, sentinel.files))
+    each = layer.expect(view="ENOENT", landlock="EACCES")
+    _refused(outcome, ",".join([each] * len(sentinel.files)))
     sentinel.assert_intact()
 
 
-def test_write_outside_work_dir(attacker: Range, sentinel: Sentinel) -> None:
-    _refused(attacker.run("write_outside", str(sentinel.home)), "EACCES,EACCES")
+def test_write_outside_work_dir(layer: FileLayer, sentinel: Sentinel) -> None:
+    # The core's home, then /tmp (which in the view is the read-only scaffold).
+    outcome = layer.run("write_outside", str(sentinel.home))
+    _refused(outcome, layer.expect(view="ENOENT,EROFS", landlock="EACCES,EACCES"))
     assert not list(Path("/tmp").glob("naga-planted-*"))
     sentinel.assert_intact()
 
 
-def test_truncate_read_only_file(attacker: Range, sentinel: Sentinel) -> None:
-    _refused(attacker.run("truncate_read_only", str(attacker.ro_file)), "EACCES,EACCES")
+def test_truncate_read_only_file(layer: FileLayer, attacker: Range, sentinel: Sentinel) -> None:
+    outcome = layer.run("truncate_read_only", str(attacker.ro_file))
+    _refused(outcome, layer.expect(view="EROFS,EROFS", landlock="EACCES,EACCES"))
     assert attacker.ro_file.read_bytes() == b"read-only data\n"
     sentinel.assert_intact()
 
 
-def test_chmod_read_only_file(attacker: Range, sentinel: Sentinel) -> None:
+def test_chmod_read_only_file(layer: FileLayer, attacker: Range, sentinel: Sentinel) -> None:
     # Landlock does not cover metadata; the filter refuses chmod outright.
     mode = attacker.ro_file.stat().st_mode
-    _refused(attacker.run("chmod_read_only", str(attacker.ro_file)), "EPERM")
+    _refused(layer.run("chmod_read_only", str(attacker.ro_file)), "EPERM")
     assert attacker.ro_file.stat().st_mode == mode
     sentinel.assert_intact()
 
 
-def test_rename_out_of_work_dir(attacker: Range, sentinel: Sentinel) -> None:
-    _refused(attacker.run("rename_out", str(sentinel.home)), "EACCES")
+def test_rename_out_of_work_dir(layer: FileLayer, attacker: Range, sentinel: Sentinel) -> None:
+    outcome = layer.run("rename_out", str(sentinel.home))
+    _refused(outcome, layer.expect(view="ENOENT", landlock="EACCES"))
     assert (attacker.work / "mine").exists()
     sentinel.assert_intact()
 
 
-def test_rename_core_key_into_work_dir(attacker: Range, sentinel: Sentinel) -> None:
-    _refused(attacker.run("rename_in", str(sentinel.files[0])), "EACCES")
+def test_rename_core_key_into_work_dir(
+    layer: FileLayer, attacker: Range, sentinel: Sentinel
+) -> None:
+    outcome = layer.run("rename_in", str(sentinel.files[0]))
+    _refused(outcome, layer.expect(view="ENOENT", landlock="EACCES"))
     assert not (attacker.work / "stolen").exists()
     sentinel.assert_intact()
 
 
-def test_hardlink_core_key_into_work_dir(attacker: Range, sentinel: Sentinel) -> None:
-    # Landlock refuses linking a file in from a hierarchy it does not grant.
-    _refused(attacker.run("hardlink_in", str(sentinel.files[0])), "EXDEV")
+def test_hardlink_core_key_into_work_dir(
+    layer: FileLayer, attacker: Range, sentinel: Sentinel
+) -> None:
+    outcome = layer.run("hardlink_in", str(sentinel.files[0]))
+    _refused(outcome, layer.expect(view="ENOENT", landlock="EXDEV"))
     assert not (attacker.work / "stolen").exists()
     sentinel.assert_intact()
 
 
-def test_symlink_to_core_key(attacker: Range, sentinel: Sentinel) -> None:
-    _refused(attacker.run("symlink_out", str(sentinel.files[0])), "EACCES")
+def test_symlink_to_core_key(layer: FileLayer, sentinel: Sentinel) -> None:
+    outcome = layer.run("symlink_out", str(sentinel.files[0]))
+    _refused(outcome, layer.expect(view="ENOENT", landlock="EACCES"))
     sentinel.assert_intact()
 
 
-def test_write_proc_self_mem(attacker: Range, sentinel: Sentinel) -> None:
-    _refused(attacker.run("write_proc_self_mem"), "EACCES")
+def test_write_proc_self_mem(layer: FileLayer, sentinel: Sentinel) -> None:
+    _refused(layer.run("write_proc_self_mem"), layer.expect(view="ENOENT", landlock="EACCES"))
+    sentinel.assert_intact()
+
+
+@pytest.fixture
+def unix_listener(tmp_path: Path) -> Iterator[tuple[Path, socket.socket]]:
+    """A listening Unix socket outside the work directory: a stand-in for a
+    systemd user bus, ssh-agent or docker.sock, owned by the same uid."""
+    path = tmp_path / "elsewhere" / "agent.sock"
+    path.parent.mkdir()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.bind(str(path))
+        s.listen()
+        s.setblocking(False)
+        yield path, s
+
+
+def test_unix_socket_outside_the_view(
+    attacker: Range, sentinel: Sentinel, unix_listener: tuple[Path, socket.socket]
+) -> None:
+    # Landlock (ABI <= 7) does not cover connecting to a socket by path; the
+    # filesystem view is what stops it: the path does not exist in there.
+    path, listener = unix_listener
+    _refused(attacker.run("unix_connect", str(path)), "ENOENT")
+    _nothing_arrived(listener)
     sentinel.assert_intact()
 
 
@@ -107,11 +159,6 @@ def tcp_listener() -> Iterator[socket.socket]:
         s.listen()
         s.setblocking(False)
         yield s
-
-
-def _nothing_arrived(listener: socket.socket) -> None:
-    with pytest.raises(BlockingIOError):
-        listener.accept()
 
 
 def test_tcp_connect_without_egress(
@@ -329,4 +376,53 @@ def test_proc_status_shows_seccomp_and_no_new_privs(attacker: Range, sentinel: S
         os.close(gate_r)
         if gate_w != -1:
             os.close(gate_w)
+    sentinel.assert_intact()
+
+
+# --- the attacks have teeth ------------------------------------------------------
+
+
+def _unsandboxed(attack: str, *params: str, cwd: Path) -> str:
+    """Run an attack in a plain child process, reporting on its stdout."""
+    code = "import sys; from tests.sandbox._attacks import run; run(['1', *sys.argv[1:]])"
+    result = subprocess.run(
+        [sys.executable, "-c", code, attack, *params],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    return result.stdout.decode().strip()
+
+
+def test_attacks_succeed_without_the_sandbox(
+    attacker: Range,
+    sentinel: Sentinel,
+    tcp_listener: socket.socket,
+    abstract_listener: tuple[str, socket.socket],
+    unix_listener: tuple[Path, socket.socket],
+) -> None:
+    # The same attack code, unsandboxed, does what the tests above say the
+    # sandbox stops: the refusals there are the sandbox's, not the attack's.
+    name, listener = abstract_listener
+    unix_path, unix_server = unix_listener
+    victim = attacker.work / "victim.txt"
+    victim.write_bytes(b"x")
+    attacks = [
+        ("read_etc_passwd",),
+        ("read_core_keys", *map(str, sentinel.files)),
+        ("truncate_read_only", str(victim)),
+        ("chmod_read_only", str(victim)),
+        ("write_proc_self_mem",),
+        ("mprotect_exec",),
+        ("tcp_connect", str(tcp_listener.getsockname()[1])),
+        ("abstract_connect", name),
+        ("unix_connect", str(unix_path)),
+    ]
+    for attack in attacks:
+        assert _unsandboxed(*attack, cwd=attacker.work).startswith("ESCAPED"), attack
+    tcp_listener.accept()[0].close()
+    listener.accept()[0].close()
+    unix_server.accept()[0].close()
     sentinel.assert_intact()
