@@ -63,7 +63,9 @@ _BASE: list[Rule] = [
     *allow("futex set_robust_list rseq set_tid_address", "thread start, locks, glibc"),
     *allow("exit exit_group", "leaving"),
     *allow("wait4 waitid", "harmless without children: ECHILD"),
-    *allow("gettid getpid getppid getpgrp getpgid getsid", "identity queries"),
+    *allow("gettid getpid getppid getpgrp", "identity queries"),
+    *allow_values("getpgid", 0, (0,), "only about itself (pid 0)"),
+    *allow_values("getsid", 0, (0,), "only about itself (pid 0)"),
     *allow(
         "getuid geteuid getgid getegid getgroups getresuid getresgid capget", "identity queries"
     ),
