@@ -44,8 +44,10 @@ def syscall_table() -> str:
             profiles.add(profile)
     lines = ["| syscalls | action | profiles | why |", "|---|---|---|---|"]
     for (action, why), (names, profiles) in rows.items():
-        where = "all" if len(profiles) == len(POLICIES) else ", ".join(
-            p for p in POLICIES if p in profiles
+        where = (
+            "all"
+            if len(profiles) == len(POLICIES)
+            else ", ".join(p for p in POLICIES if p in profiles)
         )
         listed = " ".join(f"`{n}`" for n in names)
         cell = why.replace("|", "\\|")  # a pipe would split the Markdown cell
