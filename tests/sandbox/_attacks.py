@@ -273,15 +273,17 @@ def mprotect_exec() -> str:
     )
 
 
-def kernel_surface() -> str:
+def kernel_surface(syscall: str) -> str:
+    """One of the syscalls behind many kernel exploits, with valid arguments."""
     params = ctypes.create_string_buffer(120)
     attr = ctypes.create_string_buffer(128)
-    return _errnos(
-        lambda: _syscall("io_uring_setup", 8, ctypes.addressof(params)),
-        lambda: _syscall("bpf", _BPF_PROG_LOAD, ctypes.addressof(attr), 128),
-        lambda: _syscall("userfaultfd", 0),
-        lambda: _syscall("keyctl", _KEYCTL_GET_KEYRING_ID, _KEY_SPEC_SESSION_KEYRING, 0),
-    )
+    calls: dict[str, Callable[[], int]] = {
+        "io_uring_setup": lambda: _syscall("io_uring_setup", 8, ctypes.addressof(params)),
+        "bpf": lambda: _syscall("bpf", _BPF_PROG_LOAD, ctypes.addressof(attr), 128),
+        "userfaultfd": lambda: _syscall("userfaultfd", 0),
+        "keyctl": lambda: _syscall("keyctl", _KEYCTL_GET_KEYRING_ID, _KEY_SPEC_SESSION_KEYRING, 0),
+    }
+    return _errnos(calls[syscall])
 
 
 def ioctl_tiocsti() -> str:

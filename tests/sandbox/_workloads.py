@@ -79,6 +79,26 @@ def tcp_connect(args: list[str]) -> int:
     return _report(fd, "sent")
 
 
+def serve_once(args: list[str]) -> int:
+    """A gateway's work: bind its port (another port is refused), serve one echo."""
+    fd, port, other_port = args
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as other:
+        try:
+            other.bind(("127.0.0.1", int(other_port)))
+            refused = "ESCAPED"
+        except OSError as e:
+            refused = errno.errorcode.get(e.errno or 0, "?")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", int(port)))
+        server.listen()
+        _report(fd, f"listening, other port {refused}")
+        conn, _ = server.accept()
+        with conn:
+            conn.sendall(b"echo:" + conn.recv(5))
+    return 0
+
+
 def exit_with(args: list[str]) -> int:
     return int(args[1])
 

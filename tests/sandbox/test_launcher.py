@@ -104,7 +104,40 @@ def test_executor_reaches_the_core_over_grpc(
     sentinel.assert_intact()
 
 
-def test_gateway_serves_its_port_and_connects_nowhere(attacker: Range, core_socket: Path) -> None:
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def test_gateway_serves_its_port_only(attacker: Range, core_socket: Path) -> None:
+    port, other = _free_port(), _free_port()
+    profile = sandbox.Profile.gateway(port, core_socket, rlimits=TEST_LIMITS)
+    r, w = os.pipe()
+    try:
+        with sandbox.launch(
+            profile.with_work_dir(attacker.work),
+            f"{WORKLOADS}:serve_once",
+            [str(w), str(port), str(other)],
+            pass_fds=[w],
+            kernel=attacker.kernel,
+        ) as child:
+            os.close(w)
+            w = -1
+            # Its own word that it listens: a line on the pipe, not a delay.
+            assert os.read(r, 100) == b"listening, other port EACCES\n"
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+                conn.sendall(b"hello")
+                assert conn.recv(100) == b"echo:hello"
+            assert child.wait(timeout=30).code == 0
+    finally:
+        os.close(r)
+        if w != -1:
+            os.close(w)
+
+
+def test_gateway_connects_nowhere(attacker: Range, core_socket: Path) -> None:
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
