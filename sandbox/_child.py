@@ -28,7 +28,7 @@ import resource
 import sys
 import time
 from collections.abc import Callable
-from typing import NoReturn
+from typing import NoReturn, TypeVar, cast
 
 # Imported before any layer: pyseccomp locates libseccomp by running
 # ldconfig, which needs exec and a full filesystem view.
@@ -38,6 +38,9 @@ from sandbox._wire import Layer
 
 #: Exit status of a child whose setup failed (EX_SOFTWARE).
 SETUP_FAILED = 70
+
+T = TypeVar("T")
+Target = Callable[[list[str]], object]
 
 
 class _SetupError(Exception):
@@ -87,13 +90,13 @@ def _enforce_landlock(spec: sandbox_pb2.LandlockSpec, task_dir: int) -> None:
     )
 
 
-def _resolve_target(target: str) -> Callable[[list[str]], object]:
+def _resolve_target(target: str) -> Target:
     module_name, _, function_name = target.partition(":")
     module = importlib.import_module(module_name)
-    function = getattr(module, function_name, None)
+    function: object = getattr(module, function_name, None)
     if not callable(function):
         raise TypeError(f"{module_name} has no callable {function_name!r}")
-    return function  # pyright: ignore[reportUnknownVariableType]
+    return cast("Target", function)
 
 
 def _load_seccomp(spec: sandbox_pb2.SeccompSpec, task_dir: int) -> None:
@@ -108,7 +111,7 @@ class _Setup:
     def __init__(self) -> None:
         self.timings: list[tuple[Layer, int]] = []
 
-    def step(self, layer: Layer, action: Callable[[], object]) -> object:
+    def step(self, layer: Layer, action: Callable[[], T]) -> T:
         start = time.monotonic_ns()
         try:
             result = action()
@@ -120,7 +123,7 @@ class _Setup:
         return result
 
 
-def _setup(spec: sandbox_pb2.SandboxSpec, setup: _Setup) -> Callable[[list[str]], object]:
+def _setup(spec: sandbox_pb2.SandboxSpec, setup: _Setup) -> Target:
     try:
         task_dir = _linux.open_task_dir()
     except OSError:
@@ -132,9 +135,7 @@ def _setup(spec: sandbox_pb2.SandboxSpec, setup: _Setup) -> Callable[[list[str]]
             os.close(task_dir)  # the target gets no handle into /proc
 
 
-def _setup_layers(
-    spec: sandbox_pb2.SandboxSpec, setup: _Setup, task_dir: int
-) -> Callable[[list[str]], object]:
+def _setup_layers(spec: sandbox_pb2.SandboxSpec, setup: _Setup, task_dir: int) -> Target:
     setup.step(Layer.RLIMITS, lambda: _apply_rlimits(spec))
     setup.step(Layer.NO_NEW_PRIVS, _linux.set_no_new_privs)
     if spec.unshare_user:
@@ -153,7 +154,7 @@ def _setup_layers(
         setup.step(Layer.LANDLOCK_FS, lambda: _enforce_landlock(spec.landlock, task_dir))
     target = setup.step(Layer.TARGET, lambda: _resolve_target(spec.target))
     setup.step(Layer.SECCOMP, lambda: _load_seccomp(spec.seccomp, task_dir))
-    return target  # type: ignore[return-value]
+    return target
 
 
 def main(argv: list[str]) -> NoReturn:

@@ -158,7 +158,7 @@ def launch(
             os.close(spec_w)
         report = _await_report(handle, report_r, started + ready_timeout)
     except BaseException:
-        handle.close()
+        handle.close()  # no child outlives a failed or interrupted launch
         raise
     finally:
         os.close(report_r)
