@@ -29,7 +29,22 @@ TEST_LIMITS = sandbox.Rlimits(
 
 @pytest.fixture(scope="session")
 def kernel() -> sandbox.KernelReport:
-    return sandbox.detect()
+    """This kernel, which must offer every layer: the suite shows each one
+    working (degraded paths are tested by handing the launcher a report
+    with a feature switched off)."""
+    report = sandbox.detect()
+    complete = (
+        report.seccomp
+        and report.seccomp_tsync
+        and report.no_new_privs
+        and report.landlock_abi >= 6
+        and report.net_namespaces
+        and report.mount_namespaces
+    )
+    assert complete, "the sandbox tests need a kernel with every layer; this one offers:\n" + (
+        "\n".join(report.lines())
+    )
+    return report
 
 
 class Sentinel:
