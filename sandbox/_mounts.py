@@ -17,6 +17,7 @@ are dropped.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import stat
 from collections.abc import Sequence
@@ -50,6 +51,23 @@ MS_REC = 16384
 MS_PRIVATE = 1 << 18
 MS_RELATIME = 1 << 21
 MNT_DETACH = 2
+# <linux/mount.h>, for mount_setattr (Linux 5.12; same number everywhere)
+_SYS_MOUNT_SETATTR = 442
+MOUNT_ATTR_RDONLY = 0x1
+MOUNT_ATTR_NOSUID = 0x2
+MOUNT_ATTR_NODEV = 0x4
+_AT_FDCWD = -100
+_AT_RECURSIVE = 0x8000
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = (
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    )
+
 
 #: statvfs flags of a mount that a remount inside a user namespace must
 #: keep (the kernel locks them), and the mount flags that keep them.
@@ -109,7 +127,30 @@ def _mount_point(target: str, is_dir: bool) -> None:
     os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
 
 
-def _read_only_flags(fd: int, mode: int) -> int:
+def _make_read_only(target: str, fd: int, mode: int) -> None:
+    """Read-only, nosuid (and nodev unless it is a device), submounts included."""
+    device = stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+    attr = _MountAttr(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | (0 if device else MOUNT_ATTR_NODEV))
+    result = int(
+        _libc.syscall(
+            ctypes.c_long(_SYS_MOUNT_SETATTR),
+            ctypes.c_int(_AT_FDCWD),
+            target.encode(),
+            ctypes.c_uint(_AT_RECURSIVE),
+            ctypes.byref(attr),
+            ctypes.c_size_t(ctypes.sizeof(attr)),
+        )
+    )
+    if result == 0:
+        return
+    err = ctypes.get_errno()
+    if err != errno.ENOSYS:
+        raise OSError(err, f"make {target} read-only: {os.strerror(err)}")
+    # Before Linux 5.12: a remount, which covers the top mount only.
+    mount(None, target, None, remount_flags(fd, mode))
+
+
+def remount_flags(fd: int, mode: int) -> int:
     flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID
     if not (stat.S_ISCHR(mode) or stat.S_ISBLK(mode)):
         flags |= MS_NODEV
@@ -140,7 +181,7 @@ def enter_view(paths: Sequence[tuple[str, bool]], cwd: str) -> None:
             _mount_point(target, stat.S_ISDIR(mode))
             mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
             if not writable:
-                mount(None, target, None, _read_only_flags(fd, mode))
+                _make_read_only(target, fd, mode)
     finally:
         for _, _, fd in sources:
             os.close(fd)
