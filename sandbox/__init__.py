@@ -1,1 +1,61 @@
-"""Naga package."""
+"""Process isolation for Naga's sandboxed processes (SPEC section 1).
+
+The gateway, every agent executor and every plugin run as separate processes
+under rlimits, no_new_privs, namespaces, Landlock and a default-deny seccomp
+filter. :class:`Profile` says what one kind of process may do;
+:func:`launch` starts a target under it; :func:`detect` reports what this
+kernel offers. Design and threat model: docs/design/sandbox.md.
+
+This package never imports ``naga_core``: the sandboxed side imports it too.
+"""
+
+from sandbox._detect import KernelReport, detect
+from sandbox._exit import Exit, ExitKind
+from sandbox._launcher import Sandboxed, launch
+from sandbox._plan import Degradation
+from sandbox._policy import Action, ArgCheck, Compare, Rule, SeccompPolicy
+from sandbox._profile import (
+    CORE_SOCKET_ENV,
+    TOKEN_ENV,
+    Egress,
+    Kind,
+    NetworkPolicy,
+    Profile,
+    Rlimits,
+)
+from sandbox._wire import Layer
+from sandbox.errors import (
+    LaunchFailed,
+    LayerUnavailable,
+    ProfileInvalid,
+    ProtocolError,
+    SandboxError,
+)
+
+__all__ = [
+    "Action",
+    "ArgCheck",
+    "CORE_SOCKET_ENV",
+    "Compare",
+    "Degradation",
+    "Egress",
+    "Exit",
+    "ExitKind",
+    "KernelReport",
+    "Kind",
+    "LaunchFailed",
+    "Layer",
+    "LayerUnavailable",
+    "NetworkPolicy",
+    "Profile",
+    "ProfileInvalid",
+    "ProtocolError",
+    "Rlimits",
+    "Rule",
+    "SandboxError",
+    "Sandboxed",
+    "SeccompPolicy",
+    "TOKEN_ENV",
+    "detect",
+    "launch",
+]

@@ -1,0 +1,146 @@
+"""What this kernel offers the sandbox: :func:`detect`.
+
+Every probe asks the kernel without changing this process: namespace probes
+run in a forked child that exits at once, the seccomp TSYNC probe passes a
+null filter the kernel rejects after checking the flag.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass
+
+import pyseccomp as seccomp  # pyright: ignore[reportMissingTypeStubs]
+
+from sandbox import _landlock, _linux
+
+_SECCOMP_SET_MODE_FILTER = 1
+_SECCOMP_FILTER_FLAG_TSYNC = 1
+
+
+@dataclass(frozen=True, slots=True)
+class KernelReport:
+    """The kernel's isolation features, as seen by this process."""
+
+    release: str
+    #: Seccomp filter mode, with SECCOMP_RET_KILL_PROCESS (Linux 4.14).
+    seccomp: bool
+    #: SECCOMP_FILTER_FLAG_TSYNC: one filter for every thread (Linux 3.17).
+    seccomp_tsync: bool
+    #: 0 when Landlock is absent or disabled at boot.
+    landlock_abi: int
+    no_new_privs: bool
+    #: Whether this process can create a network namespace (as root directly,
+    #: otherwise inside a new user namespace).
+    net_namespaces: bool
+    #: Whether this process can create a user namespace.
+    user_namespaces: bool
+    root: bool
+    #: Whether this process can create a mount namespace (as root directly,
+    #: otherwise inside a new user namespace).
+    mount_namespaces: bool
+
+    @property
+    def landlock_tcp(self) -> bool:
+        return self.landlock_abi >= 4
+
+    @property
+    def landlock_scopes(self) -> bool:
+        return self.landlock_abi >= 6
+
+    def lines(self) -> list[str]:
+        """One line per feature, for ``naga doctor``."""
+
+        def yes(flag: bool) -> str:
+            return "yes" if flag else "no"
+
+        abi = self.landlock_abi
+        if abi == 0:
+            landlock = "no (file rules fall back to file modes)"
+        else:
+            extras = [
+                "TCP port rules" if abi >= 4 else "no TCP port rules (ABI < 4)",
+                "signal/abstract-socket scopes" if abi >= 6 else "no scopes (ABI < 6)",
+            ]
+            landlock = f"ABI {abi}: " + ", ".join(extras)
+        return [
+            f"sandbox kernel: Linux {self.release}, running as "
+            + ("root" if self.root else "an unprivileged user"),
+            f"sandbox seccomp filter: {yes(self.seccomp)}",
+            f"sandbox seccomp TSYNC (all threads): {yes(self.seccomp_tsync)}",
+            f"sandbox no_new_privs: {yes(self.no_new_privs)}",
+            f"sandbox Landlock: {landlock}",
+            f"sandbox network namespaces: {yes(self.net_namespaces)}",
+            f"sandbox mount namespaces (private filesystem view): {yes(self.mount_namespaces)}",
+            f"sandbox user namespaces: {yes(self.user_namespaces)}",
+        ]
+
+
+def _seccomp_filter_mode() -> bool:
+    try:
+        _linux.prctl(_linux.PR_GET_SECCOMP)
+    except OSError:
+        return False  # EINVAL: built without CONFIG_SECCOMP
+    try:
+        with open("/proc/sys/kernel/seccomp/actions_avail", encoding="ascii") as f:
+            return "kill_process" in f.read().split()
+    except OSError:
+        return False
+
+
+def _seccomp_tsync() -> bool:
+    number = seccomp.resolve_syscall(seccomp.Arch.NATIVE, "seccomp")
+    try:
+        _linux.syscall(number, _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC, None)
+    except OSError as e:
+        # EINVAL: the flag is unknown. EFAULT (null filter) or EACCES (no
+        # no_new_privs yet) come after the flag check, so it is known.
+        return e.errno in (errno.EFAULT, errno.EACCES)
+    return True  # unreachable in practice: a null filter is never accepted
+
+
+def _can_unshare(flags: int) -> bool:
+    """Whether ``unshare(flags)`` succeeds, tried in a child that exits at once."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - measured through the exit status
+        code = 0
+        try:
+            _linux.unshare(flags)
+        except OSError:
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def _no_new_privs() -> bool:
+    try:
+        _linux.no_new_privs()
+    except OSError:
+        return False
+    return True
+
+
+def detect() -> KernelReport:
+    """Probe the kernel. Costs a couple of forks; callers that launch often
+    detect once and pass the report to ``launch(kernel=...)``."""
+    root = os.geteuid() == 0
+    user_ns = _can_unshare(_linux.CLONE_NEWUSER)
+    if root:
+        net_ns = _can_unshare(_linux.CLONE_NEWNET)
+        mount_ns = _can_unshare(_linux.CLONE_NEWNS)
+    else:
+        net_ns = user_ns and _can_unshare(_linux.CLONE_NEWUSER | _linux.CLONE_NEWNET)
+        mount_ns = user_ns and _can_unshare(_linux.CLONE_NEWUSER | _linux.CLONE_NEWNS)
+    return KernelReport(
+        release=os.uname().release,
+        seccomp=_seccomp_filter_mode(),
+        seccomp_tsync=_seccomp_tsync(),
+        landlock_abi=_landlock.abi_version(),
+        no_new_privs=_no_new_privs(),
+        net_namespaces=net_ns,
+        user_namespaces=user_ns,
+        root=root,
+        mount_namespaces=mount_ns,
+    )

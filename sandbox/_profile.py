@@ -1,0 +1,360 @@
+"""What one kind of sandboxed process may do: :class:`Profile`.
+
+A profile is plain frozen data built through one named constructor per
+process kind (:meth:`Profile.gateway`, :meth:`Profile.executor`,
+:meth:`Profile.plugin`). It says nothing about how the layers are applied;
+the launcher turns it into a plan for the kernel at hand.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import resource
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from sandbox import _syscalls
+from sandbox._policy import SeccompPolicy
+from sandbox.errors import ProfileInvalid
+
+#: Environment variable carrying the capability token (set per launch).
+TOKEN_ENV = "NAGA_TOKEN"
+#: Environment variable carrying the core's gRPC socket path.
+CORE_SOCKET_ENV = "NAGA_CORE_SOCKET"
+
+#: Copied from the launcher's environment when present; nothing else is.
+PASSTHROUGH_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+
+#: Read-only for every kind: system libraries, certificates, the dynamic
+#: linker cache, time zones, the CPU count. Not /etc as a whole (passwd,
+#: shadow, machine secrets), not /proc (other processes, /proc/self/mem).
+SYSTEM_READ_ONLY = (
+    "/usr",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/bin",
+    "/sbin",
+    "/etc/ssl",
+    "/etc/pki",
+    "/etc/ca-certificates",
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/sys/devices/system/cpu",
+    "/dev/urandom",
+    "/dev/random",
+    "/dev/zero",
+)
+#: Read-only for kinds on the host network: name resolution.
+NETWORK_READ_ONLY = (
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/gai.conf",
+    "/etc/host.conf",
+    "/etc/services",
+    "/etc/protocols",
+)
+#: Devices the sandbox may also write (``open(os.devnull, "w")``).
+DEVICES = ("/dev/null",)
+
+_MIB = 1 << 20
+_GIB = 1 << 30
+
+
+class Kind(enum.Enum):
+    GATEWAY = "gateway"
+    EXECUTOR = "executor"
+    PLUGIN = "plugin"
+
+
+class NetworkPolicy(enum.Enum):
+    #: A private network namespace; only Unix sockets.
+    NONE = "none"
+    #: A private network namespace; the core's Unix socket path still works
+    #: (path sockets live in the filesystem, not the network namespace).
+    CORE_ONLY = "core-only"
+    #: The host network, TCP connect only to the listed ports (Landlock).
+    EGRESS = "egress"
+    #: The host network, TCP bind only to the listed port, no TCP connect.
+    LISTEN = "listen"
+
+    @property
+    def private_netns(self) -> bool:
+        return self in (NetworkPolicy.NONE, NetworkPolicy.CORE_ONLY)
+
+
+@dataclass(frozen=True, slots=True)
+class Rlimits:
+    """Resource limits; ``None`` leaves the launcher's own limit.
+
+    Core dumps are always off (RLIMIT_CORE 0): a dump would write the
+    process's memory, token included, to disk. ``processes`` counts every
+    process and thread of the real user id, system-wide outside a user
+    namespace, and root is exempt; the seccomp clone rule is what stops
+    fork bombs, so it defaults to ``None``.
+    """
+
+    address_space: int | None = None
+    cpu_seconds: int | None = None
+    open_files: int | None = None
+    file_size: int | None = None
+    processes: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("address_space", "cpu_seconds", "open_files", "file_size", "processes"):
+            value: object = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ProfileInvalid(f"rlimit {name} must be a positive integer, got {value!r}")
+
+    def triples(self) -> list[tuple[int, int, int]]:
+        """``(RLIMIT_*, soft, hard)`` to apply, RLIMIT_CORE included.
+
+        RLIMIT_CPU gets a hard limit one second above the soft one: SIGXCPU
+        first (a clear cause in the exit status), SIGKILL if it is ignored.
+        """
+        out = [(resource.RLIMIT_CORE, 0, 0)]
+        if self.address_space is not None:
+            out.append((resource.RLIMIT_AS, self.address_space, self.address_space))
+        if self.cpu_seconds is not None:
+            out.append((resource.RLIMIT_CPU, self.cpu_seconds, self.cpu_seconds + 1))
+        if self.open_files is not None:
+            out.append((resource.RLIMIT_NOFILE, self.open_files, self.open_files))
+        if self.file_size is not None:
+            out.append((resource.RLIMIT_FSIZE, self.file_size, self.file_size))
+        if self.processes is not None:
+            out.append((resource.RLIMIT_NPROC, self.processes, self.processes))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Egress:
+    """One destination a plugin's manifest declares."""
+
+    host: str
+    port: int
+
+    def __post_init__(self) -> None:
+        if not self.host or len(self.host) > 253 or any(c.isspace() for c in self.host):
+            raise ProfileInvalid(f"egress host must be a host name or address, got {self.host!r}")
+        _check_port(self.port, "egress port")
+
+
+def _check_port(port: object, what: str) -> int:
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise ProfileInvalid(f"{what} must be an integer in 1..65535, got {port!r}")
+    return port
+
+
+def _absolute(path: str | os.PathLike[str], what: str) -> str:
+    raw = os.fspath(path)
+    if not raw or "\0" in raw:
+        raise ProfileInvalid(f"{what} must be a path, got {raw!r}")
+    if not os.path.isabs(raw):
+        raise ProfileInvalid(f"{what} must be absolute, got {raw!r}")
+    return os.path.normpath(raw)
+
+
+def _within(child: str, parent: str) -> bool:
+    return child == parent or child.startswith(parent.rstrip("/") + "/")
+
+
+def source_root() -> str:
+    """The directory holding the ``sandbox`` package (the project source, or
+    site-packages): the child imports ``sandbox._child`` from it."""
+    return str(Path(__file__).resolve().parent.parent)
+
+
+def python_read_only() -> tuple[str, ...]:
+    """This interpreter's prefixes (stdlib, venv) and the project source."""
+    found = [sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix, source_root()]
+    found += [os.path.realpath(p) for p in found]
+    return tuple(dict.fromkeys(os.path.normpath(p) for p in found))
+
+
+def _existing(paths: Iterable[str]) -> tuple[str, ...]:
+    return tuple(p for p in dict.fromkeys(paths) if os.path.exists(p))
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """Everything one kind of sandboxed process is allowed; build it with
+    :meth:`gateway`, :meth:`executor` or :meth:`plugin`."""
+
+    kind: Kind
+    rlimits: Rlimits
+    #: Landlock read-only hierarchies (absolute, existing).
+    read_only: tuple[str, ...]
+    #: Landlock read-write devices (/dev/null).
+    devices: tuple[str, ...]
+    #: The one read-write directory; bound at launch when ``None`` here.
+    work_dir: str | None
+    network: NetworkPolicy
+    bind_ports: tuple[int, ...]
+    connect_ports: tuple[int, ...]
+    #: Declared egress hosts. The kernel enforces ports only; see the design doc.
+    egress_hosts: tuple[str, ...]
+    core_socket: str | None
+    seccomp: SeccompPolicy = field(repr=False)
+    #: Names ``launch(env=...)`` may set (the token); everything else is scrubbed.
+    env_allowed: frozenset[str] = frozenset({TOKEN_ENV})
+    #: Run with whatever layers this kernel has, recording what is missing.
+    allow_degraded: bool = False
+
+    @classmethod
+    def gateway(
+        cls,
+        port: int,
+        core_socket: str | os.PathLike[str],
+        *,
+        rlimits: Rlimits | None = None,
+        read_only: Sequence[str | os.PathLike[str]] = (),
+        allow_degraded: bool = False,
+    ) -> Profile:
+        """The gateway: serves TCP on ``port`` only, reaches the core over its
+        Unix socket, connects nowhere else."""
+        return cls._build(
+            Kind.GATEWAY,
+            rlimits or Rlimits(address_space=1 * _GIB, open_files=1024, file_size=16 * _MIB),
+            read_only=read_only,
+            work_dir=None,
+            network=NetworkPolicy.LISTEN,
+            bind_ports=(_check_port(port, "gateway port"),),
+            egress=(),
+            core_socket=_absolute(core_socket, "core socket"),
+            seccomp=_syscalls.gateway_policy(),
+            allow_degraded=allow_degraded,
+        )
+
+    @classmethod
+    def executor(
+        cls,
+        core_socket: str | os.PathLike[str],
+        *,
+        rlimits: Rlimits | None = None,
+        read_only: Sequence[str | os.PathLike[str]] = (),
+        work_dir: str | os.PathLike[str] | None = None,
+        allow_degraded: bool = False,
+    ) -> Profile:
+        """An agent executor: no network, only the core's Unix socket."""
+        return cls._build(
+            Kind.EXECUTOR,
+            rlimits
+            or Rlimits(
+                address_space=2 * _GIB, cpu_seconds=600, open_files=256, file_size=256 * _MIB
+            ),
+            read_only=read_only,
+            work_dir=work_dir,
+            network=NetworkPolicy.CORE_ONLY,
+            bind_ports=(),
+            egress=(),
+            core_socket=_absolute(core_socket, "core socket"),
+            seccomp=_syscalls.executor_policy(),
+            allow_degraded=allow_degraded,
+        )
+
+    @classmethod
+    def plugin(
+        cls,
+        *,
+        work_dir: str | os.PathLike[str] | None,
+        egress: Sequence[Egress] = (),
+        core_socket: str | os.PathLike[str] | None = None,
+        read_only: Sequence[str | os.PathLike[str]] = (),
+        rlimits: Rlimits | None = None,
+        allow_degraded: bool = False,
+    ) -> Profile:
+        """A plugin, from its manifest: ``egress`` destinations (none: no
+        network), its code directories (``read_only``), its work directory."""
+        for item in list[object](egress):
+            if not isinstance(item, Egress):
+                raise ProfileInvalid(f"egress entries must be Egress, got {item!r}")
+        if egress:
+            network = NetworkPolicy.EGRESS
+        elif core_socket is not None:
+            network = NetworkPolicy.CORE_ONLY
+        else:
+            network = NetworkPolicy.NONE
+        return cls._build(
+            Kind.PLUGIN,
+            rlimits or Rlimits(address_space=1 * _GIB, open_files=256, file_size=64 * _MIB),
+            read_only=read_only,
+            work_dir=work_dir,
+            network=network,
+            bind_ports=(),
+            egress=egress,
+            core_socket=None if core_socket is None else _absolute(core_socket, "core socket"),
+            seccomp=_syscalls.plugin_policy(egress=bool(egress)),
+            allow_degraded=allow_degraded,
+        )
+
+    @classmethod
+    def _build(
+        cls,
+        kind: Kind,
+        rlimits: Rlimits,
+        *,
+        read_only: Sequence[str | os.PathLike[str]],
+        work_dir: str | os.PathLike[str] | None,
+        network: NetworkPolicy,
+        bind_ports: tuple[int, ...],
+        egress: Sequence[Egress],
+        core_socket: str | None,
+        seccomp: SeccompPolicy,
+        allow_degraded: bool,
+    ) -> Profile:
+        if not isinstance(rlimits, Rlimits):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ProfileInvalid(f"rlimits must be Rlimits, got {rlimits!r}")
+        extra = tuple(_absolute(p, "read-only path") for p in read_only)
+        for path in extra:
+            if not os.path.exists(path):
+                raise ProfileInvalid(f"read-only path does not exist: {path}")
+        system = SYSTEM_READ_ONLY + (NETWORK_READ_ONLY if not network.private_netns else ())
+        profile = cls(
+            kind=kind,
+            rlimits=rlimits,
+            read_only=_existing((*system, *python_read_only(), *extra)),
+            devices=_existing(DEVICES),
+            work_dir=None,
+            network=network,
+            bind_ports=bind_ports,
+            connect_ports=tuple(sorted({e.port for e in egress})),
+            egress_hosts=tuple(dict.fromkeys(e.host for e in egress)),
+            core_socket=core_socket,
+            seccomp=seccomp,
+            allow_degraded=bool(allow_degraded),
+        )
+        return profile if work_dir is None else profile.with_work_dir(work_dir)
+
+    @property
+    def name(self) -> str:
+        return self.kind.value
+
+    def with_work_dir(self, work_dir: str | os.PathLike[str]) -> Profile:
+        """This profile with its one read-write directory set.
+
+        The directory must exist and must not overlap a read-only hierarchy:
+        a writable ancestor of the interpreter or the project source would
+        let the sandbox rewrite code that runs outside it.
+        """
+        path = _absolute(work_dir, "work directory")
+        if not os.path.isdir(path):
+            raise ProfileInvalid(f"work directory does not exist or is not a directory: {path}")
+        real = os.path.realpath(path)
+        for ro in self.read_only + self.devices:
+            ro_real = os.path.realpath(ro)
+            if _within(real, ro_real) or _within(ro_real, real):
+                raise ProfileInvalid(
+                    f"work directory {path} overlaps the read-only path {ro}; "
+                    "give the sandbox a directory of its own"
+                )
+        if self.work_dir is not None and self.work_dir != real:
+            raise ProfileInvalid(
+                f"profile already has the work directory {self.work_dir}, not {path}"
+            )
+        return replace(self, work_dir=real)

@@ -1,0 +1,374 @@
+"""The launcher: what a sandboxed child can still do, what it is handed
+(environment, descriptors, session), how setup failures and exits are
+reported, and what happens on kernels that lack a layer."""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import os
+import signal
+import socket
+import subprocess
+from collections.abc import Iterator
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import pytest
+
+import sandbox
+from tests.sandbox.conftest import TEST_LIMITS, Range, Sentinel
+
+WORKLOADS = "tests.sandbox._workloads"
+
+
+def _run(
+    attacker: Range,
+    target: str,
+    *params: str,
+    profile: sandbox.Profile | None = None,
+    kernel: sandbox.KernelReport | None = None,
+    env: dict[str, str] | None = None,
+    pass_fds: tuple[int, ...] = (),
+) -> tuple[str, sandbox.Exit, sandbox.Sandboxed]:
+    r, w = os.pipe()
+    try:
+        child = sandbox.launch(
+            profile or attacker.profile(),
+            target,
+            [str(w), *params],
+            pass_fds=[w, *pass_fds],
+            kernel=kernel or attacker.kernel,
+            env=env,
+            stderr=subprocess.DEVNULL,
+        )
+        os.close(w)
+        w = -1
+        end = child.wait(timeout=30)
+        data = b"".join(iter(lambda: os.read(r, 4096), b""))
+    finally:
+        os.close(r)
+        if w != -1:
+            os.close(w)
+    return data.decode().strip(), end, child
+
+
+def test_everyday_work_still_runs(attacker: Range) -> None:
+    line, end, child = _run(attacker, f"{WORKLOADS}:everyday", str(attacker.ro_file))
+    assert end.kind is sandbox.ExitKind.EXITED, end
+    assert end.code == 0
+    assert line == "499500 ping read-only data True"
+    assert (attacker.work / "sub" / "out.txt").read_text() == "written"
+    assert child.degraded == ()
+    assert child.ready_seconds > 0
+    assert [layer for layer, _ in child.timings] == [
+        sandbox.Layer.RLIMITS,
+        sandbox.Layer.NO_NEW_PRIVS,
+        sandbox.Layer.NET_NAMESPACE,
+        sandbox.Layer.MOUNT_NAMESPACE,
+        sandbox.Layer.CAPABILITIES,
+        sandbox.Layer.LANDLOCK_FS,
+        sandbox.Layer.TARGET,
+        sandbox.Layer.SECCOMP,
+    ]
+
+
+@pytest.fixture
+def core_socket(tmp_path: Path) -> Iterator[Path]:
+    """A gRPC echo server on a Unix socket, standing in for the core's."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o700)
+    path = run_dir / "core.sock"
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    handler = grpc.method_handlers_generic_handler(
+        "test.Echo",
+        {"Echo": grpc.unary_unary_rpc_method_handler(lambda req, ctx: b"pong:" + req)},  # pyright: ignore[reportUnknownLambdaType, reportUnknownArgumentType]
+    )
+    server.add_generic_rpc_handlers((handler,))
+    server.add_insecure_port(f"unix:{path}")
+    server.start()
+    yield path
+    server.stop(None)
+
+
+def test_executor_reaches_the_core_over_grpc(
+    attacker: Range, core_socket: Path, sentinel: Sentinel
+) -> None:
+    profile = sandbox.Profile.executor(core_socket, rlimits=TEST_LIMITS)
+    line, end, _ = _run(
+        attacker, f"{WORKLOADS}:grpc_echo", profile=profile.with_work_dir(attacker.work)
+    )
+    assert end.code == 0, end
+    assert line == "pong:ping"
+    sentinel.assert_intact()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def test_gateway_serves_its_port_only(attacker: Range, core_socket: Path) -> None:
+    port, other = _free_port(), _free_port()
+    profile = sandbox.Profile.gateway(port, core_socket, rlimits=TEST_LIMITS)
+    r, w = os.pipe()
+    try:
+        with sandbox.launch(
+            profile.with_work_dir(attacker.work),
+            f"{WORKLOADS}:serve_once",
+            [str(w), str(port), str(other)],
+            pass_fds=[w],
+            kernel=attacker.kernel,
+        ) as child:
+            os.close(w)
+            w = -1
+            # Its own word that it listens: a line on the pipe, not a delay.
+            assert os.read(r, 100) == b"listening, other port EACCES\n"
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+                conn.sendall(b"hello")
+                assert conn.recv(100) == b"echo:hello"
+            assert child.wait(timeout=30).code == 0
+    finally:
+        os.close(r)
+        if w != -1:
+            os.close(w)
+
+
+def test_gateway_connects_nowhere(attacker: Range, core_socket: Path) -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        profile = sandbox.Profile.gateway(18789, core_socket, rlimits=TEST_LIMITS)
+        line, end, _ = _run(
+            attacker,
+            f"{WORKLOADS}:tcp_connect",
+            str(port),
+            profile=profile.with_work_dir(attacker.work),
+        )
+    assert end.code == 1  # PermissionError from Landlock: no TCP connect at all
+    assert line == ""
+
+
+def test_egress_reaches_its_declared_port(attacker: Range) -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        profile = attacker.profile(egress=(sandbox.Egress("127.0.0.1", port),))
+        line, end, _ = _run(attacker, f"{WORKLOADS}:tcp_connect", str(port), profile=profile)
+        conn, _ = listener.accept()
+        with conn:
+            assert conn.recv(5) == b"hello"
+    assert (line, end.code) == ("sent", 0)
+
+
+def test_environment_is_scrubbed(attacker: Range, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NAGA_SECRET_FOR_TEST", "must-not-leak")
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    line, end, _ = _run(attacker, f"{WORKLOADS}:environment", env={sandbox.TOKEN_ENV: "token-123"})
+    assert end.code == 0
+    env = dict(item.split("=", 1) for item in line.split(" "))
+    assert "NAGA_SECRET_FOR_TEST" not in env
+    assert env[sandbox.TOKEN_ENV] == "token-123"
+    assert env["LANG"] == "C.UTF-8"
+    assert env["HOME"] == env["TMPDIR"] == str(attacker.work)
+    allowed = {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", sandbox.TOKEN_ENV}
+    launcher_set = {"PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONNOUSERSITE"}
+    launcher_set |= {"MALLOC_ARENA_MAX", "HOME", "TMPDIR"}
+    assert set(env) <= allowed | launcher_set
+
+
+def test_env_name_outside_the_profile_is_refused(attacker: Range) -> None:
+    with pytest.raises(sandbox.ProfileInvalid, match="'AWS_SECRET' is not allowed"):
+        sandbox.launch(attacker.profile(), f"{WORKLOADS}:environment", env={"AWS_SECRET": "x"})
+
+
+def test_only_passed_descriptors_are_inherited(attacker: Range) -> None:
+    kept_r, kept_w = os.pipe()
+    leak_r, leak_w = os.pipe()
+    try:
+        os.set_inheritable(leak_r, True)  # inheritable, but not passed
+        line, _, _ = _run(attacker, f"{WORKLOADS}:descriptor", str(leak_r))
+        assert line == "EBADF"
+        line, _, _ = _run(attacker, f"{WORKLOADS}:descriptor", str(kept_r), pass_fds=(kept_r,))
+        assert line == "open"
+    finally:
+        for fd in (kept_r, kept_w, leak_r, leak_w):
+            os.close(fd)
+
+
+def test_child_has_its_own_session(attacker: Range) -> None:
+    line, _, _ = _run(attacker, f"{WORKLOADS}:session")
+    assert line == "True"
+
+
+def test_exit_code_and_exception_are_reported(attacker: Range) -> None:
+    _, end, _ = _run(attacker, f"{WORKLOADS}:exit_with", "7")
+    assert (end.kind, end.code, end.cause) == (sandbox.ExitKind.EXITED, 7, "exited with code 7")
+    _, end, _ = _run(attacker, f"{WORKLOADS}:fail")
+    assert (end.kind, end.code) == (sandbox.ExitKind.EXITED, 1)
+
+
+def test_kill_reports_the_supervisor(attacker: Range) -> None:
+    gate_r, gate_w = os.pipe()
+    try:
+        child, report = attacker.start("block", str(gate_r), pass_fds=(gate_r,))
+        os.close(report)
+        end = child.kill()
+        assert (end.kind, end.signal) == (sandbox.ExitKind.KILLED, signal.SIGKILL)
+        assert child.poll() is end
+        assert child.pidfd is None
+    finally:
+        os.close(gate_r)
+        os.close(gate_w)
+
+
+# --- setup failures ----------------------------------------------------------------
+
+
+def test_missing_target_module_fails_at_target_layer(attacker: Range) -> None:
+    with pytest.raises(
+        sandbox.LaunchFailed, match=r"No module named 'tests\.sandbox\.nope'"
+    ) as info:
+        sandbox.launch(attacker.profile(), "tests.sandbox.nope:run", stderr=subprocess.DEVNULL)
+    assert info.value.layer == "target"
+    assert info.value.exit == "exited with code 70"
+
+
+def test_missing_target_function_fails_at_target_layer(attacker: Range) -> None:
+    with pytest.raises(sandbox.LaunchFailed, match="has no callable 'nope'") as info:
+        sandbox.launch(attacker.profile(), f"{WORKLOADS}:nope")
+    assert info.value.layer == "target"
+
+
+def test_target_import_error_fails_at_target_layer(attacker: Range) -> None:
+    with pytest.raises(sandbox.LaunchFailed, match="refuses to load") as info:
+        sandbox.launch(attacker.profile(), "tests.sandbox._fails_on_import:run")
+    assert info.value.layer == "target"
+
+
+def test_target_that_never_gets_ready_is_killed(attacker: Range) -> None:
+    with pytest.raises(sandbox.LaunchFailed, match="not ready before the deadline") as info:
+        sandbox.launch(attacker.profile(), "tests.sandbox._hangs_on_import:run", ready_timeout=1)
+    assert info.value.exit == "killed (SIGKILL) by its supervisor"
+
+
+def test_vanished_read_only_path_fails_the_launch(attacker: Range) -> None:
+    profile = attacker.profile()
+    attacker.ro_file.unlink()
+    attacker.read_only.rmdir()
+    with pytest.raises(sandbox.LaunchFailed, match="No such file or directory") as info:
+        sandbox.launch(profile, f"{WORKLOADS}:session")
+    assert (info.value.layer, info.value.errno) == ("mount_namespace", errno.ENOENT)
+    assert str(attacker.read_only) in info.value.detail
+    # Without the view, Landlock is the layer that finds it missing.
+    kernel = dataclasses.replace(attacker.kernel, mount_namespaces=False)
+    with pytest.raises(sandbox.LaunchFailed, match="No such file or directory") as info:
+        sandbox.launch(
+            dataclasses.replace(profile, allow_degraded=True),
+            f"{WORKLOADS}:session",
+            kernel=kernel,
+        )
+    assert (info.value.layer, info.value.errno) == ("landlock_fs", errno.ENOENT)
+
+
+def test_bad_launch_arguments(attacker: Range) -> None:
+    profile = attacker.profile()
+    for target in ("no_colon", "a.b:", ":f", "a b:c", "a.b:c.d", "../x:y"):
+        with pytest.raises(sandbox.ProfileInvalid, match="target must look like"):
+            sandbox.launch(profile, target)
+    with pytest.raises(sandbox.ProfileInvalid, match="args must be a sequence of strings"):
+        sandbox.launch(profile, f"{WORKLOADS}:session", "abc")
+    with pytest.raises(sandbox.ProfileInvalid, match="pass_fds"):
+        sandbox.launch(profile, f"{WORKLOADS}:session", pass_fds=[2])
+    with pytest.raises(sandbox.ProfileInvalid, match="outside the profile's read-only paths"):
+        sandbox.launch(profile, f"{WORKLOADS}:session", import_paths=["/etc"])
+    executor = sandbox.Profile.executor("/run/core.sock")
+    with pytest.raises(sandbox.ProfileInvalid, match="needs a work directory"):
+        sandbox.launch(executor, f"{WORKLOADS}:session")
+
+
+# --- kernels without a layer ---------------------------------------------------------
+
+
+def test_missing_landlock_is_refused_unless_degraded_mode(attacker: Range) -> None:
+    old_kernel = dataclasses.replace(attacker.kernel, landlock_abi=0, mount_namespaces=False)
+    with pytest.raises(sandbox.LayerUnavailable, match="landlock_fs: no Landlock") as info:
+        sandbox.launch(attacker.profile(), f"{WORKLOADS}:session", kernel=old_kernel)
+    assert info.value.profile == "plugin"
+    assert [layer for layer, _ in info.value.missing] == ["mount_namespace", "landlock_fs"]
+    degraded = dataclasses.replace(attacker.profile(), allow_degraded=True)
+    r, w = os.pipe()
+    try:
+        child = sandbox.launch(
+            degraded,
+            "tests.sandbox._attacks:run",
+            [str(w), "read_etc_passwd"],
+            pass_fds=[w],
+            kernel=old_kernel,
+        )
+        os.close(w)
+        w = -1
+        assert [d.layer for d in child.degraded] == [
+            sandbox.Layer.MOUNT_NAMESPACE,
+            sandbox.Layer.LANDLOCK_FS,
+        ]
+        assert child.wait(timeout=30).code == 0
+        # The degradation is real: with neither layer, /etc/passwd is readable.
+        assert os.read(r, 100).startswith(b"ESCAPED")
+    finally:
+        os.close(r)
+        if w != -1:
+            os.close(w)
+
+
+def test_missing_seccomp_is_refused_even_in_degraded_mode(attacker: Range) -> None:
+    kernel = dataclasses.replace(attacker.kernel, seccomp=False)
+    profile = dataclasses.replace(attacker.profile(), allow_degraded=True)
+    with pytest.raises(sandbox.LayerUnavailable, match="seccomp"):
+        sandbox.launch(profile, f"{WORKLOADS}:session", kernel=kernel)
+
+
+def test_without_tsync_a_threaded_target_is_refused(attacker: Range) -> None:
+    kernel = dataclasses.replace(attacker.kernel, seccomp_tsync=False)
+    profile = dataclasses.replace(attacker.profile(), allow_degraded=True)
+    with pytest.raises(sandbox.LaunchFailed, match="cannot synchronise") as info:
+        sandbox.launch(profile, "tests.sandbox._early_thread:run", ["0"], kernel=kernel)
+    assert info.value.layer == "seccomp"
+    # A single-threaded target still runs, with the gap recorded.
+    line, end, child = _run(attacker, f"{WORKLOADS}:session", profile=profile, kernel=kernel)
+    assert (line, end.code) == ("True", 0)
+    assert [d.layer for d in child.degraded] == [sandbox.Layer.SECCOMP_TSYNC]
+
+
+def test_unprivileged_path_enters_a_user_namespace(attacker: Range) -> None:
+    # The plan for a non-root caller: unshare the user namespace with the
+    # network one and map our ids. Root can take the same path.
+    kernel = dataclasses.replace(attacker.kernel, root=False)
+    gate_r, gate_w = os.pipe()
+    r, w = os.pipe()
+    try:
+        child = sandbox.launch(
+            attacker.profile(),
+            "tests.sandbox._attacks:run",
+            [str(w), "block", str(gate_r)],
+            pass_fds=[w, gate_r],
+            kernel=kernel,
+        )
+        with child:
+            assert sandbox.Layer.USER_NAMESPACE in [layer for layer, _ in child.timings]
+            ours = os.stat("/proc/self/ns/user").st_ino
+            assert os.stat(f"/proc/{child.pid}/ns/user").st_ino != ours
+            uid_map = Path(f"/proc/{child.pid}/uid_map").read_text().split()
+            assert uid_map == [str(os.getuid()), str(os.getuid()), "1"]
+            os.close(gate_w)
+            gate_w = -1
+            assert child.wait(timeout=30).code == 0
+    finally:
+        for fd in (gate_r, r, w, gate_w):
+            if fd != -1:
+                os.close(fd)
