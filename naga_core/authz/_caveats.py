@@ -37,12 +37,6 @@ from naga.tokens import (
 from naga_core.authz._errors import InvalidRequest, RejectReason
 from naga_core.kernel import TrustLevel
 
-
-def _is_int(value: object) -> bool:
-    # bool is an int subclass; True is not a budget.
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 # --- requests and the fold ----------------------------------------------------------------
 
 
@@ -68,7 +62,7 @@ class Request:
             check_budget(self.budget, "amount to spend")
         except InvalidCaveat as exc:
             raise InvalidRequest(f"bad request: {exc}") from None
-        if not _is_int(self.now_ns) or not 0 <= self.now_ns <= MAX_INT64:
+        if type(self.now_ns) is not int or not 0 <= self.now_ns <= MAX_INT64:  # not a bool
             raise InvalidRequest(f"bad request: time {self.now_ns!r} is not ns in 0..2^63-1")
         if not isinstance(self.risk, Risk):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise InvalidRequest(f"bad request: risk {self.risk!r} is not a Risk")

@@ -15,7 +15,7 @@ from collections.abc import Generator, Iterable
 
 from naga import tokens
 from naga.constants import TOKEN_ID_BYTES
-from naga.tokens import MAX_INT64, Risk, RoleIs, SessionIs, Token, ToolsAllowed
+from naga.tokens import MAX_INT64, Risk, Token, ToolsAllowed
 from naga.v1 import authz_pb2 as apb
 from naga_core.authz import (
     BudgetAccount,
@@ -28,7 +28,7 @@ from naga_core.daemon import _checks, _convert
 from naga_core.daemon._auth import Principal
 from naga_core.daemon._bridge import Method, Unary
 from naga_core.daemon._core import Core
-from naga_core.daemon._credentials import CoreAuthorizer
+from naga_core.daemon._credentials import CoreAuthorizer, own_role, own_session
 from naga_core.daemon._errors import RequestRefused
 from naga_core.daemon._policy import ROLES
 from naga_core.kernel import TrustLevel
@@ -123,11 +123,7 @@ class AuthzServicer:
 
     def _settle(self, token: Token) -> Grant:
         """What ``token`` grants now, asked as its own role and session."""
-        roles = sorted(c.role for c in token.caveats if isinstance(c, RoleIs))
-        sessions = sorted(c.session for c in token.caveats if isinstance(c, SessionIs))
-        request = self._authority.request(
-            roles[0] if roles else "none", session=sessions[0] if sessions else None
-        )
+        request = self._authority.request(own_role(token), session=own_session(token))
         return self._authority.settle(self._authority.check(token, request))
 
 

@@ -110,8 +110,7 @@ class TokenCaller:
 
     def check(self, request: Message) -> TokenAdmission:
         rule, authority = self.rule, self.authorizer.authority
-        roles = sorted({c.role for c in self.token.caveats if isinstance(c, RoleIs)})
-        role = roles[0] if roles else _NO_ROLE
+        role = own_role(self.token)
         role_refusal: tuple[RejectReason, str] | None = None
         if role not in rule.roles:
             role_refusal = (
@@ -122,8 +121,7 @@ class TokenCaller:
         if session is None:
             # A call that acts in no session (GetHead, Status, Inspect) is
             # not "another session": it is checked as the token's own.
-            own = sorted(c.session for c in self.token.caveats if isinstance(c, SessionIs))
-            session = own[0] if own else None
+            session = own_session(self.token)
         try:
             checked_request = authority.request(
                 role,
@@ -152,6 +150,19 @@ class TokenAdmission:
         return Principal.holder(grant)
 
 
+def own_role(token: Token) -> str:
+    """The role ``token`` names. With several (a holder may add caveats), the
+    first in order: the others then refuse every call anyway."""
+    roles = sorted(c.role for c in token.caveats if isinstance(c, RoleIs))
+    return roles[0] if roles else _NO_ROLE
+
+
+def own_session(token: Token) -> str | None:
+    """The session ``token`` is bound to (None: any); with several, as for roles."""
+    sessions = sorted(c.session for c in token.caveats if isinstance(c, SessionIs))
+    return sessions[0] if sessions else None
+
+
 def _text(request: Message, field: str | None) -> str | None:
     if field is None or not request.HasField(field):
         return None
@@ -166,4 +177,11 @@ def _amount(request: Message, field: str | None) -> int:
     return value
 
 
-__all__ = ["CoreAuthorizer", "OwnerCall", "TokenAdmission", "TokenCaller"]
+__all__ = [
+    "CoreAuthorizer",
+    "OwnerCall",
+    "TokenAdmission",
+    "TokenCaller",
+    "own_role",
+    "own_session",
+]
