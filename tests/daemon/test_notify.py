@@ -1,7 +1,7 @@
-"""sd_notify from a real core process: a datagram socket stands in for
-systemd's (NOTIFY_SOCKET, WATCHDOG_USEC in the child's environment). READY=1
+"""sd_notify from a real core: a datagram socket stands in for systemd's
+(NOTIFY_SOCKET, WATCHDOG_USEC in a core process's environment). READY=1
 comes once the socket answers, WATCHDOG=1 pings keep coming, STOPPING=1
-follows SIGTERM."""
+follows SIGTERM or a Shutdown call."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from naga.sdk import Client
-from tests.daemon.conftest import REPO
+from naga_core._sdnotify import Notifier
+from tests.daemon.conftest import REPO, core_in_thread
 
 WATCHDOG_USEC = 200_000  # pings every 0.1 s
 CORE_ARGV = (sys.executable, "-m", "naga_core.cli", "daemon", "start", "--foreground")
@@ -84,3 +85,15 @@ def test_ready_watchdog_and_stopping(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_shutdown_call_says_stopping(home: str, notify_socket: tuple[socket.socket, str]) -> None:
+    sock, path = notify_socket
+    with core_in_thread(home, notifier=Notifier.parse(path)) as core:
+        assert _until(sock, b"READY=1")[-1].startswith(b"READY=1\nSTATUS=serving on unix:")
+        with core.client() as c:
+            c.shutdown("upgrade")
+        assert _until(sock, b"STOPPING=1")[-1] == (
+            b"STOPPING=1\nSTATUS=stopping: Shutdown by owner: upgrade"
+        )
+        assert not core.join().failed
