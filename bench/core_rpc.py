@@ -5,7 +5,12 @@
   with 1 and N concurrent clients;
 * the grpc/trio bridge's own cost (docs/adr/0004-grpc-trio-bridge.md): the
   same empty call answered by a plain grpcio handler and by a handler run on
-  the trio loop through the bridge, in one server process, 1 and N clients.
+  the trio loop through the bridge, in one server process, 1 and N clients;
+* capability tokens: GetHead presenting a token instead of the owner
+  credential (over the socket), and token checks per second through the
+  core's authorizer itself (credential parsing, HMAC chain, caveats against
+  the method's rule, then revocation, budget and trust read from a real
+  kernel), without gRPC.
 
 The core and the bridge server run as child processes, as in production
 (clients and core never share a GIL); clients are threads of this process.
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import json
 import os
 import platform
@@ -33,6 +39,10 @@ from concurrent import futures
 from pathlib import Path
 
 import grpc
+from google.protobuf.message import Message
+
+from naga.tokens import Risk, TrustLevel
+from naga_core.daemon import CoreAuthorizer
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = b"b" * 32
@@ -200,6 +210,12 @@ def _core_figures(calls: int, clients: int, log: Path) -> dict[str, object]:
         _progress(f"GetHead x {calls}")
         _run(1, 200, lambda t: lambda i: conns[t].head())
         head = _run(1, calls, lambda t: lambda i: conns[t].head())
+        _progress(f"GetHead x {calls}, presenting a capability token")
+        token = conns[0].mint("gateway", trust=TrustLevel.KNOWN, risk=Risk.R1, budget=10**6).token
+        holder = Client.connect(home, credential=token)
+        _run(1, 200, lambda t: lambda i: holder.head())
+        head_token = _run(1, calls, lambda t: lambda i: holder.head())
+        holder.close()
         names = ["agent.max_steps", "lanes.max_concurrent", "model.timeout_s", "gateway.port"]
 
         def setter(t: int) -> Callable[[int], object]:
@@ -221,6 +237,7 @@ def _core_figures(calls: int, clients: int, log: Path) -> dict[str, object]:
         proc.wait(30)
         return {
             "get_head": head,
+            "get_head_with_token": head_token,
             "set_setting": {"1_client": one, f"{clients}_clients": many},
             "ledger_records_written": size,
         }
@@ -229,6 +246,81 @@ def _core_figures(calls: int, clients: int, log: Path) -> dict[str, object]:
             proc.kill()
             proc.wait()
         shutil.rmtree(root, ignore_errors=True)
+
+
+# --- the authorizer alone ----------------------------------------------------------------
+
+
+def _authorizer_figures(count: int) -> dict[str, object]:
+    """Token checks/s through CoreAuthorizer's three steps, as the bridge runs
+    them for one call (in one thread here: no gRPC, no hop)."""
+    from naga.v1 import authz_pb2 as apb
+    from naga_core._home import Home
+    from naga_core._store import open_ledger
+    from naga_core.authz import AUTHZ_RATCHETS, TokenAuthority, ViolationPolicy, load_token_key
+    from naga_core.daemon import OwnerCredential
+    from naga_core.kernel import RATCHETS, Actions, Kernel
+    from naga_core.kernel import TrustLevel as KernelTrust
+
+    root = tempfile.mkdtemp(prefix="naga-ba-")
+    try:
+        home = Home(os.path.join(root, "home"))
+        with open_ledger(home, create=True) as ledger:
+            kernel = Kernel.open(ledger, Actions(), ratchets=(*RATCHETS, *AUTHZ_RATCHETS))
+            authority = TokenAuthority.over_kernel(
+                kernel, load_token_key(home, create=True), clock=time.time_ns
+            )
+            authorizer = CoreAuthorizer(
+                owner=OwnerCredential(SECRET),
+                authority=authority,
+                violations=ViolationPolicy.over(kernel),
+                write=lambda fn: fn(),
+            )
+            kinds = {
+                # role, trust, risk, session, tools, budget, expiry: 7 caveats
+                "executor_7_caveats": (
+                    authority.mint(
+                        "executor",
+                        trust=KernelTrust.KNOWN,
+                        risk=Risk.R2,
+                        session="s-1",
+                        principal="wechat:bob",
+                        tools=["model.chat", "web.search"],
+                        budget=10**9,
+                        ttl_ns=3600 * 10**9,
+                    ),
+                    "/naga.v1.AuthzService/Spend",
+                    apb.SpendRequest(amount=1, session="s-1", tool="model.chat"),
+                ),
+                "gateway_3_caveats": (
+                    authority.mint("gateway", trust=KernelTrust.KNOWN, risk=Risk.R1),
+                    "/naga.v1.LedgerService/GetHead",
+                    apb.InspectRequest(),
+                ),
+            }
+            out: dict[str, object] = {}
+            for name, (token, method, request) in kinds.items():
+                value = "Capability " + base64.b64encode(token.to_bytes()).decode()
+                check = functools.partial(
+                    _check_once, authorizer, (("authorization", value),), method, request
+                )
+                best = 0.0
+                for _ in range(3):
+                    start = time.perf_counter()
+                    for _ in range(count):
+                        check()
+                    best = max(best, count / (time.perf_counter() - start))
+                out[name] = {"token_bytes": len(token.to_bytes()), "checks_per_s": round(best, 1)}
+            return out
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _check_once(
+    authorizer: CoreAuthorizer, metadata: tuple[tuple[str, str], ...], method: str, request: Message
+) -> None:
+    """One call's three authorizer steps, as the bridge runs them."""
+    authorizer.authorize(metadata, method).check(request).admit()
 
 
 def main() -> int:
@@ -245,6 +337,8 @@ def main() -> int:
     _progress("bridge vs plain grpcio handler")
     bridge = _bridge_figures(args.calls, args.clients, log)
     core = _core_figures(args.calls, args.clients, log)
+    _progress(f"authorizer alone x {args.calls * 4}")
+    authorizer = _authorizer_figures(args.calls * 4)
     result = {
         "machine": {
             "cpus": os.cpu_count(),
@@ -254,6 +348,7 @@ def main() -> int:
         "transport": "gRPC over a Unix socket; clients: threads of one process; server: another",
         **core,
         "bridge": bridge,
+        "token_checks_through_the_authorizer": authorizer,
     }
     print(json.dumps(result, indent=2))
     return 0

@@ -18,8 +18,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Literal
 
+from naga.sdk import Client
+from naga.sdk.errors import SdkError
 from naga_core._home import Home
 from naga_core._store import blob_store, projection_path, verifier_for
+from naga_core.authz import load_token_key, token_key_path
 from naga_core.errors import LedgerLocked, NagaError
 from naga_core.ledger import OsFileSystem, verify_ledger
 
@@ -34,6 +37,8 @@ CORE_PID = "core.pid"
 RUN_SECRETS = ("owner.token",)
 KEY_FILES = ("ledger.key", "token.key")
 PROVIDERS_FILE = os.path.join("credentials", "providers.json")
+#: How long the doctor waits for the core to answer Status.
+CORE_ANSWER_TIMEOUT_S = 5.0
 #: The lock file the ledger holds (flock) while it is open for writing.
 LEDGER_LOCK = "LOCK"
 
@@ -79,10 +84,12 @@ def checks_for(
     return [
         Check("home permissions", partial(_home_permissions, home)),
         Check("key files", partial(_key_files, home)),
+        Check("token key", partial(_token_key, home)),
         Check("credentials", partial(_credentials, home)),
         Check("ledger", partial(_ledger, home)),
         Check("run directory", partial(_run_directory, home)),
         Check("core process", partial(_core_process, home)),
+        Check("core answers", partial(_core_answers, home)),
         Check("webchat port", partial(_webchat_port, home, *webchat)),
     ]
 
@@ -155,6 +162,17 @@ def _key_files(home: Home) -> tuple[bool, str]:
     if problems:
         return False, "; ".join(problems)
     return True, f"{keys} is private" + (f"; so are {', '.join(found)}" if found else "")
+
+
+def _token_key(home: Home) -> tuple[bool, str]:
+    """Whether the core would accept its token root key: the core's own
+    loader decides (a regular file of yours, 0600 or narrower, 32 bytes)."""
+    path = token_key_path(home)
+    if not os.path.lexists(path):
+        return True, f"no {path} yet (the core creates it, 0600, at its first start)"
+    load_token_key(home, create=False)  # TokenKeyError (a NagaError) says what is wrong
+    mode = stat.S_IMODE(os.lstat(path).st_mode)
+    return True, f"{path} is {mode:04o}, 32 bytes, yours: capability tokens can be checked"
 
 
 def _credentials(home: Home) -> tuple[bool, str]:
@@ -265,6 +283,24 @@ def _core_process(home: Home) -> tuple[bool, str]:
     if not has_sock:
         return False, f"core pid {pid} runs but {sock} is missing (starting, or restart it)"
     return True, f"running (pid {pid}), serving {sock}"
+
+
+def _core_answers(home: Home) -> tuple[bool, str]:
+    """A live core (named by its pid file) answers a Status call through the
+    SDK, with the owner credential, as the CLI would ask it."""
+    pid = live_core_pid(home)
+    if pid is None:
+        return True, "no live core to ask (see the core process check)"
+    try:
+        with Client.connect(home.root, timeout=CORE_ANSWER_TIMEOUT_S) as client:
+            status = client.status()
+    except SdkError as exc:
+        return False, f"core pid {pid} does not answer Status: {exc}"
+    core = status.processes[0] if status.processes else None
+    if core is None or core.pid != pid:
+        answered = core.pid if core is not None else "nobody"
+        return False, f"the socket answers for pid {answered}, but core.pid names {pid}"
+    return True, f"core pid {pid} answers Status: ledger {status.ledger_size} records"
 
 
 # --- the ledger ------------------------------------------------------------------------

@@ -7,27 +7,33 @@ is a few lines, so a C dependency and its ABI are not worth it; what is
 worth it is refusing a garbled environment loudly instead of notifying
 nobody and being killed by the watchdog later.
 
-The core daemon uses it like this::
+The core daemon uses it like this (naga_core.daemon._serve)::
 
-    notifier = Notifier.from_environ(os.environ)   # None outside systemd
-    interval = watchdog_interval_ns(os.environ)
-    if notifier is not None and interval is not None:
-        await nursery.start(run_watchdog, notifier, interval)
+    notify = take_notify_environ(os.environ)   # and removes the variables
+    if notify.notifier is not None and notify.watchdog_ns is not None:
+        await nursery.start(run_watchdog, notify.notifier, notify.watchdog_ns)
+    with extending_timeout(notify.notifier):
+        ...open and recover the ledger...
     ...serve...
     notifier.ready(status="serving on run/core.sock")
     ...on SIGTERM: notifier.stopping()
 
-Children must not inherit ``NOTIFY_SOCKET`` (with ``NotifyAccess=main``
-systemd ignores them anyway); the sandbox launcher scrubs the environment.
+Children must not inherit ``NOTIFY_SOCKET`` or ``WATCHDOG_*`` (with
+``NotifyAccess=main`` systemd ignores them anyway, but a child that
+believed them would ping a watchdog that is not its own):
+:func:`take_notify_environ` removes them as it reads them, like
+``sd_notify``'s ``unset_environment``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping, MutableMapping
 from dataclasses import dataclass
 
 import trio
@@ -200,6 +206,65 @@ def _positive(variable: str, raw: str) -> int:
     if not 0 < value <= _U64_MAX:
         raise NotifyEnvironmentInvalid(f"{variable}={raw!r} is out of range (1 .. 2**64-1)")
     return value
+
+
+#: The variables systemd sets for a notify service's main process.
+NOTIFY_VARIABLES = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
+
+
+@dataclass(frozen=True, slots=True)
+class NotifyEnvironment:
+    """What the service manager asked of this process: where to notify
+    (None: not run by systemd) and the watchdog interval (None: none)."""
+
+    notifier: Notifier | None
+    watchdog_ns: int | None
+
+
+def take_notify_environ(environ: MutableMapping[str, str]) -> NotifyEnvironment:
+    """Read the notify variables of ``environ`` and remove them, so nothing
+    started from here inherits them. Refuses garbage before removing anything."""
+    found = NotifyEnvironment(Notifier.from_environ(environ), watchdog_interval_ns(environ))
+    for name in NOTIFY_VARIABLES:
+        environ.pop(name, None)
+    return found
+
+
+@contextlib.contextmanager
+def extending_timeout(
+    notifier: Notifier | None,
+    *,
+    every_s: float = 10.0,
+    by_s: float = 30.0,
+    at_most_s: float = 600.0,
+) -> Generator[None]:
+    """While the block runs (a blocking ledger recovery), ask for ``by_s``
+    more seconds of start-up time every ``every_s``, for at most
+    ``at_most_s`` in all: a long recovery is not a hang, but a recovery
+    stuck past the cap still fails the start. A block that ends before
+    ``every_s`` sends nothing. The thread is joined when the block ends;
+    a failed send is not retried (the start timeout then applies)."""
+    if notifier is None:
+        yield
+        return
+    done = threading.Event()
+
+    def extend() -> None:
+        waited = 0.0
+        while waited + every_s <= at_most_s and not done.wait(every_s):
+            waited += every_s
+            try:
+                notifier.extend_timeout(by_s)
+            except NotifyFailed:
+                return
+
+    thread = threading.Thread(target=extend, name="naga-extend-timeout")
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 async def run_watchdog(

@@ -9,15 +9,20 @@ Examples: docs/sdk.md.
     with Client.connect() as core:          # $NAGA_HOME's core, owner credential
         print(core.head().size)
         core.set_setting("agent.max_steps", 30)
+
+A process the core started presents its capability token instead
+(``Client.connect(home, credential=Token.from_bytes(raw))``), narrowed
+offline with :mod:`naga.tokens` if it hands it on.
 """
 
 from naga.sdk import errors
 from naga.sdk._address import CoreAddress, default_home, owner_credential, read_credential
-from naga.sdk._client import Client, Subscription
+from naga.sdk._client import Client, Issued, Subscription
 
 __all__ = [
     "Client",
     "CoreAddress",
+    "Issued",
     "Subscription",
     "default_home",
     "errors",

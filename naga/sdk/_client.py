@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import TypeVar
 
 from google.protobuf.message import DecodeError, Message
@@ -12,6 +14,8 @@ from naga.constants import RPC_DEADLINE_S
 from naga.sdk import errors
 from naga.sdk._address import CoreAddress, read_credential
 from naga.sdk._transport import StreamCall, Transport, unavailable
+from naga.tokens import CAPABILITY_SCHEME, Risk, Token, TokenError, TrustLevel
+from naga.v1 import authz_pb2 as apb
 from naga.v1 import core_pb2 as cpb
 from naga.v1 import kernel_pb2 as kpb
 from naga.v1 import ledger_pb2 as lpb
@@ -22,6 +26,7 @@ Scalar = str | int | float | bool | bytes
 _KERNEL = "/naga.v1.KernelService/"
 _LEDGER = "/naga.v1.LedgerService/"
 _SUPERVISOR = "/naga.v1.SupervisorService/"
+_AUTHZ = "/naga.v1.AuthzService/"
 # A read that met UNAVAILABLE is retried this many times on a fresh channel
 # (the core may have restarted under it); writes never are: they may have
 # been applied before the connection broke.
@@ -33,6 +38,15 @@ _TRUST_LEVELS = {
     "known": cpb.TRUST_LEVEL_KNOWN,
     "owner": cpb.TRUST_LEVEL_OWNER,
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Issued:
+    """A token the core minted or spawned: hand ``token`` to the process it
+    is for; ``grant`` is what it grants now."""
+
+    token: Token
+    grant: apb.TokenGrant
 
 
 class Client:
@@ -54,14 +68,16 @@ class Client:
     def connect(
         cls,
         target: str | os.PathLike[str] | None = None,
-        credential: bytes | None = None,
+        credential: bytes | Token | None = None,
         *,
         timeout: float = RPC_DEADLINE_S,
     ) -> Client:
         """Connect to the core of a home directory (default ``$NAGA_HOME``,
         else ``~/.naga``) or at a socket path.
 
-        ``credential`` defaults to the owner credential in the run directory
+        ``credential`` is the owner credential's bytes or a capability
+        token (a :class:`naga.tokens.Token`, e.g. one narrowed offline with
+        ``attenuate``); by default the owner credential in the run directory
         beside the socket, read again at every reconnect. Raises
         :class:`~naga.sdk.errors.CoreUnavailable` (with how to start the
         core) when no core listens there.
@@ -71,10 +87,13 @@ class Client:
             raise unavailable(address, "no socket")
         if credential is None:
             path = address.credential_file
-            transport = Transport(address, lambda: read_credential(path))
+            transport = Transport(address, lambda: _owner_value(read_credential(path)))
+        elif isinstance(credential, Token):
+            value = f"{CAPABILITY_SCHEME} {_b64(credential.to_bytes())}"
+            transport = Transport(address, lambda: value)
         else:
-            fixed = bytes(credential)
-            transport = Transport(address, lambda: fixed)
+            value = _owner_value(bytes(credential))
+            transport = Transport(address, lambda: value)
         return cls(transport, timeout)
 
     @property
@@ -276,6 +295,107 @@ class Client:
             timeout=timeout,
         )
 
+    # --- capability tokens ----------------------------------------------------------
+
+    def mint(
+        self,
+        role: str,
+        *,
+        trust: TrustLevel | str,
+        risk: Risk,
+        session: str | None = None,
+        principal: str | None = None,
+        tools: Iterable[str] | None = None,
+        budget: int | None = None,
+        ttl_ns: int | None = None,
+        timeout: float | None = None,
+    ) -> Issued:
+        """Mint a root token for a process of ``role`` (owner only). Trust and
+        risk ceilings are required; without ``tools`` any tool, without
+        ``budget`` unlimited, without ``ttl_ns`` until revoked."""
+        req = apb.MintRequest(
+            role=role,
+            trust=_trust_level(trust),
+            risk=_risk_level(risk),
+            principal=principal or "",
+        )
+        if session is not None:
+            req.session = session
+        if tools is not None:
+            req.tools.names.extend(tools)
+        if budget is not None:
+            req.budget = budget
+        if ttl_ns is not None:
+            req.ttl_ns = ttl_ns
+        resp = self._call(_AUTHZ + "Mint", req, apb.MintResponse, read=False, timeout=timeout)
+        return _issued("Mint", resp.token, resp.grant)
+
+    def spawn(
+        self,
+        budget: int,
+        *,
+        tools: Iterable[str] | None = None,
+        risk: Risk | None = None,
+        trust: TrustLevel | str | None = None,
+        session: str | None = None,
+        ttl_ns: int | None = None,
+        timeout: float | None = None,
+    ) -> Issued:
+        """A sub-task's token under the one this client presents, strictly
+        narrower (INV-3); unset arguments inherit. A widening is refused
+        (:class:`~naga.sdk.errors.TokenDenied`, reason WIDENING)."""
+        req = apb.SpawnRequest(budget=budget)
+        if tools is not None:
+            req.tools.names.extend(tools)
+        if risk is not None:
+            req.risk = _risk_level(risk)
+        if trust is not None:
+            req.trust = _trust_level(trust)
+        if session is not None:
+            req.session = session
+        if ttl_ns is not None:
+            req.ttl_ns = ttl_ns
+        resp = self._call(_AUTHZ + "Spawn", req, apb.SpawnResponse, read=False, timeout=timeout)
+        return _issued("Spawn", resp.token, resp.grant)
+
+    def revoke(
+        self, token: Token | bytes, reason: str, *, timeout: float | None = None
+    ) -> int | None:
+        """Revoke a token (or its 16-byte id), its attenuations and its
+        sub-tasks' tokens (owner only). Returns the ledger seq, None if it
+        already was revoked."""
+        token_id = token.id if isinstance(token, Token) else bytes(token)
+        req = apb.RevokeRequest(token_id=token_id, reason=reason)
+        resp = self._call(_AUTHZ + "Revoke", req, apb.RevokeResponse, read=False, timeout=timeout)
+        return resp.seq if resp.HasField("seq") else None
+
+    def spend(
+        self,
+        amount: int,
+        *,
+        session: str | None = None,
+        tool: str | None = None,
+        what: str = "",
+        timeout: float | None = None,
+    ) -> apb.SpendResponse:
+        """Debit this client's token (and its ancestors) through the ledger;
+        :class:`~naga.sdk.errors.BudgetExhausted` and nothing debited if any
+        budget would be overspent."""
+        req = apb.SpendRequest(amount=amount, what=what)
+        if session is not None:
+            req.session = session
+        if tool is not None:
+            req.tool = tool
+        return self._call(_AUTHZ + "Spend", req, apb.SpendResponse, read=False, timeout=timeout)
+
+    def inspect(
+        self, token: Token | None = None, *, timeout: float | None = None
+    ) -> apb.InspectResponse:
+        """What ``token`` (default: the one this client presents) grants now,
+        or why it grants nothing."""
+        req = apb.InspectRequest(token=b"" if token is None else token.to_bytes())
+        return self._call(_AUTHZ + "Inspect", req, apb.InspectResponse, read=True, timeout=timeout)
+
 
 class Subscription:
     """An open Subscribe stream: iterate for :class:`SubscribeEvent`s."""
@@ -308,7 +428,34 @@ def _value(v: Scalar) -> kpb.Value:
     return kpb.Value(raw=v)
 
 
-def _trust_level(level: str | cpb.TrustLevel.ValueType) -> cpb.TrustLevel.ValueType:
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
+def _owner_value(secret: bytes) -> str:
+    return "Naga " + _b64(secret)
+
+
+def _issued(method: str, raw: bytes, grant: apb.TokenGrant) -> Issued:
+    try:
+        return Issued(Token.from_bytes(raw), grant)
+    except TokenError as exc:
+        raise errors.CoreFailure(
+            f"{method}: the core answered with no usable token: {exc}"
+        ) from None
+
+
+def _risk_level(risk: Risk) -> apb.RiskLevel.ValueType:
+    if not isinstance(risk, Risk):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise errors.InvalidArgument(f"{risk!r} is not a Risk (naga.tokens.Risk.R0 .. R4)")
+    return apb.RiskLevel.ValueType(int(risk) + apb.RISK_LEVEL_R0)
+
+
+def _trust_level(
+    level: str | TrustLevel | cpb.TrustLevel.ValueType,
+) -> cpb.TrustLevel.ValueType:
+    if isinstance(level, TrustLevel):
+        return cpb.TrustLevel.ValueType(int(level) + cpb.TRUST_LEVEL_UNTRUSTED)
     if isinstance(level, str):
         found = _TRUST_LEVELS.get(level)
         if found is None:
@@ -318,4 +465,4 @@ def _trust_level(level: str | cpb.TrustLevel.ValueType) -> cpb.TrustLevel.ValueT
     return level
 
 
-__all__ = ["Client", "Subscription"]
+__all__ = ["Client", "Issued", "Subscription"]

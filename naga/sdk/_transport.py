@@ -3,7 +3,6 @@ the translation of ``grpc.RpcError`` into :mod:`naga.sdk.errors`."""
 
 from __future__ import annotations
 
-import base64
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -13,6 +12,7 @@ import grpc
 from naga.constants import MAX_RPC_RESPONSE_BYTES
 from naga.sdk import errors
 from naga.sdk._address import START_HINT, CoreAddress
+from naga.tokens import REJECT_REASON_KEY, RejectReason
 
 _OPTIONS: list[tuple[str, Any]] = [
     ("grpc.max_receive_message_length", MAX_RPC_RESPONSE_BYTES),
@@ -36,6 +36,13 @@ _BY_CODE: dict[grpc.StatusCode, type[errors.SdkError]] = {
     grpc.StatusCode.RESOURCE_EXHAUSTED: errors.ResourceExhausted,
     grpc.StatusCode.DEADLINE_EXCEEDED: errors.DeadlineExceeded,
 }
+#: The class of a refused token, by the status code its reason maps to.
+_TOKEN_BY_CODE: dict[grpc.StatusCode, type[errors.TokenRefused]] = {
+    grpc.StatusCode.UNAUTHENTICATED: errors.TokenUnauthenticated,
+    grpc.StatusCode.PERMISSION_DENIED: errors.TokenDenied,
+    grpc.StatusCode.INVALID_ARGUMENT: errors.TokenInvalid,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: errors.BudgetExhausted,
+}
 
 
 def unavailable(address: CoreAddress, why: str = "") -> errors.CoreUnavailable:
@@ -56,17 +63,35 @@ def translate(exc: grpc.RpcError, address: CoreAddress, method: str) -> errors.S
         # quietly: this is the core cancelling calls it had not started as it
         # stops. Like UNAVAILABLE, a write may or may not have been applied.
         return unavailable(address, "the core cancelled the call; it is stopping")
-    cls = _BY_CODE.get(code, errors.CoreFailure)
     name = code.name
-    return cls(f"{method.rsplit('/', 1)[-1]}: {detail} ({name})", code=name, detail=detail)
+    message = f"{method.rsplit('/', 1)[-1]}: {detail} ({name})"
+    reason = _reject_reason(exc)
+    token_cls = _TOKEN_BY_CODE.get(code)
+    if reason is not None and token_cls is not None:
+        return token_cls(message, reason=reason, code=name, detail=detail)
+    cls = _BY_CODE.get(code, errors.CoreFailure)
+    return cls(message, code=name, detail=detail)
+
+
+def _reject_reason(exc: grpc.RpcError) -> RejectReason | None:
+    """The reason the core named in the trailing metadata, if it named one
+    this SDK knows (a newer core's new reason falls back to the code)."""
+    trailers = exc.trailing_metadata() if isinstance(exc, grpc.Call) else None
+    for entry in trailers or ():
+        value: object = entry.value
+        if entry.key == REJECT_REASON_KEY and isinstance(value, str):
+            return RejectReason.named(value)
+    return None
 
 
 class Transport:
-    """One channel at a time to the core; replaced after UNAVAILABLE."""
+    """One channel at a time to the core; replaced after UNAVAILABLE.
+    ``authorization`` gives the ``authorization`` metadata value, asked again
+    at every (re)connect."""
 
-    def __init__(self, address: CoreAddress, credential: Callable[[], bytes]) -> None:
+    def __init__(self, address: CoreAddress, authorization: Callable[[], str]) -> None:
         self.address = address
-        self._credential = credential
+        self._authorization = authorization
         self._lock = threading.Lock()
         self._channel: grpc.Channel | None = None
         self._metadata: tuple[tuple[str, str], ...] = ()
@@ -76,10 +101,9 @@ class Transport:
             if self._channel is None:
                 if not self.address.socket_exists():
                     raise unavailable(self.address, "no socket")
-                # Read at every (re)connect: the core writes a new credential
-                # at every start.
-                token = base64.b64encode(self._credential()).decode("ascii")
-                self._metadata = (("authorization", "Naga " + token),)
+                # Read at every (re)connect: the core writes a new owner
+                # credential at every start.
+                self._metadata = (("authorization", self._authorization()),)
                 self._channel = grpc.insecure_channel(self.address.target, options=_OPTIONS)
             return self._channel, self._metadata
 

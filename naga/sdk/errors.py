@@ -4,9 +4,17 @@ the client's boundary; callers never see ``grpc.RpcError``.
 ``SdkError`` is the root. Each class corresponds to the status codes named
 in its docstring; ``code`` keeps the gRPC status name and ``detail`` the
 core's message (which names the field and the rule that was broken).
+
+A refused capability token raises a :class:`TokenRefused` carrying the
+core's ``reason`` (a :class:`naga.tokens.RejectReason`); each such class is
+also the class of its status code, so ``except PermissionDenied`` still
+catches a revoked token, and ``except TokenRefused as e: e.reason`` tells
+why.
 """
 
 from __future__ import annotations
+
+from naga.tokens import RejectReason
 
 
 class SdkError(Exception):
@@ -62,6 +70,36 @@ class ResourceExhausted(SdkError):
     """RESOURCE_EXHAUSTED: a message too large, or too many streams open."""
 
 
+class TokenRefused(SdkError):
+    """The core refused the call's capability token (or a spawn or debit
+    under it); ``reason`` says why. Never raised itself: its subclasses are
+    also the class of the status code the core answered with."""
+
+    def __init__(self, message: str, *, reason: RejectReason, code: str, detail: str) -> None:
+        super().__init__(message, code=code, detail=detail)
+        self.reason = reason
+
+
+class TokenUnauthenticated(Unauthenticated, TokenRefused):
+    """UNAUTHENTICATED with a reason: not a token of this core (MALFORMED,
+    UNSUPPORTED_VERSION, BAD_TAG, INVALID_CAVEAT) or EXPIRED: get a new one."""
+
+
+class TokenDenied(PermissionDenied, TokenRefused):
+    """PERMISSION_DENIED with a reason: the token is authentic but does not
+    reach (REVOKED, WRONG_ROLE, WRONG_SESSION, TOOL_NOT_ALLOWED,
+    RISK_TOO_HIGH, WIDENING, SPAWN_TOO_DEEP)."""
+
+
+class TokenInvalid(InvalidArgument, TokenRefused):
+    """INVALID_ARGUMENT with a reason: OVERSIZE."""
+
+
+class BudgetExhausted(ResourceExhausted, TokenRefused):
+    """RESOURCE_EXHAUSTED with a reason: BUDGET_EXHAUSTED, the token's or an
+    ancestor's budget would be overspent; nothing was debited."""
+
+
 class DeadlineExceeded(SdkError):
     """DEADLINE_EXCEEDED: no answer within the call's deadline."""
 
@@ -72,6 +110,7 @@ class CoreFailure(SdkError):
 
 
 __all__ = [
+    "BudgetExhausted",
     "CoreFailure",
     "CoreUnavailable",
     "CredentialUnreadable",
@@ -83,5 +122,9 @@ __all__ = [
     "PermissionDenied",
     "ResourceExhausted",
     "SdkError",
+    "TokenDenied",
+    "TokenInvalid",
+    "TokenRefused",
+    "TokenUnauthenticated",
     "Unauthenticated",
 ]

@@ -22,23 +22,50 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from naga.v1 import core_pb2 as naga_dot_v1_dot_core__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13naga/v1/authz.proto\x12\x07naga.v1\"\x99\x01\n\x0f\x43\x61pabilityToken\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\n\n\x02id\x18\x02 \x01(\x0c\x12\x11\n\tprincipal\x18\x03 \x01(\t\x12\'\n\x07lineage\x18\x04 \x03(\x0b\x32\x16.naga.v1.TokenAncestor\x12 \n\x07\x63\x61veats\x18\x05 \x03(\x0b\x32\x0f.naga.v1.Caveat\x12\x0b\n\x03tag\x18\x06 \x01(\x0c\"K\n\rTokenAncestor\x12\n\n\x02id\x18\x01 \x01(\x0c\x12\x1b\n\x0e\x62udget_ceiling\x18\x02 \x01(\x04H\x00\x88\x01\x01\x42\x11\n\x0f_budget_ceiling\"\x1e\n\rToolAllowlist\x12\r\n\x05names\x18\x01 \x03(\t\"\xc0\x01\n\x06\x43\x61veat\x12\x17\n\rexpires_at_ns\x18\x01 \x01(\x03H\x00\x12\x0e\n\x04role\x18\x02 \x01(\tH\x00\x12\x11\n\x07session\x18\x03 \x01(\tH\x00\x12\'\n\x05tools\x18\x04 \x01(\x0b\x32\x16.naga.v1.ToolAllowlistH\x00\x12\x16\n\x0crisk_ceiling\x18\x05 \x01(\rH\x00\x12\x17\n\rtrust_ceiling\x18\x06 \x01(\rH\x00\x12\x18\n\x0e\x62udget_ceiling\x18\x07 \x01(\x04H\x00\x42\x06\n\x04kind*\x86\x04\n\x0eTokenRejection\x12\x1f\n\x1bTOKEN_REJECTION_UNSPECIFIED\x10\x00\x12\x1d\n\x19TOKEN_REJECTION_MALFORMED\x10\x01\x12\x1c\n\x18TOKEN_REJECTION_OVERSIZE\x10\x02\x12\'\n#TOKEN_REJECTION_UNSUPPORTED_VERSION\x10\x03\x12\x1b\n\x17TOKEN_REJECTION_BAD_TAG\x10\x04\x12\"\n\x1eTOKEN_REJECTION_INVALID_CAVEAT\x10\x05\x12\x1b\n\x17TOKEN_REJECTION_EXPIRED\x10\x06\x12\x1b\n\x17TOKEN_REJECTION_REVOKED\x10\x07\x12\x1e\n\x1aTOKEN_REJECTION_WRONG_ROLE\x10\x08\x12!\n\x1dTOKEN_REJECTION_WRONG_SESSION\x10\t\x12$\n TOKEN_REJECTION_TOOL_NOT_ALLOWED\x10\n\x12!\n\x1dTOKEN_REJECTION_RISK_TOO_HIGH\x10\x0b\x12$\n TOKEN_REJECTION_BUDGET_EXHAUSTED\x10\x0c\x12\x1c\n\x18TOKEN_REJECTION_WIDENING\x10\r\x12\"\n\x1eTOKEN_REJECTION_SPAWN_TOO_DEEP\x10\x0e\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13naga/v1/authz.proto\x12\x07naga.v1\x1a\x12naga/v1/core.proto\"\x99\x01\n\x0f\x43\x61pabilityToken\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\n\n\x02id\x18\x02 \x01(\x0c\x12\x11\n\tprincipal\x18\x03 \x01(\t\x12\'\n\x07lineage\x18\x04 \x03(\x0b\x32\x16.naga.v1.TokenAncestor\x12 \n\x07\x63\x61veats\x18\x05 \x03(\x0b\x32\x0f.naga.v1.Caveat\x12\x0b\n\x03tag\x18\x06 \x01(\x0c\"K\n\rTokenAncestor\x12\n\n\x02id\x18\x01 \x01(\x0c\x12\x1b\n\x0e\x62udget_ceiling\x18\x02 \x01(\x04H\x00\x88\x01\x01\x42\x11\n\x0f_budget_ceiling\"\x1e\n\rToolAllowlist\x12\r\n\x05names\x18\x01 \x03(\t\"\xc0\x01\n\x06\x43\x61veat\x12\x17\n\rexpires_at_ns\x18\x01 \x01(\x03H\x00\x12\x0e\n\x04role\x18\x02 \x01(\tH\x00\x12\x11\n\x07session\x18\x03 \x01(\tH\x00\x12\'\n\x05tools\x18\x04 \x01(\x0b\x32\x16.naga.v1.ToolAllowlistH\x00\x12\x16\n\x0crisk_ceiling\x18\x05 \x01(\rH\x00\x12\x17\n\rtrust_ceiling\x18\x06 \x01(\rH\x00\x12\x18\n\x0e\x62udget_ceiling\x18\x07 \x01(\x04H\x00\x42\x06\n\x04kind\"\xf3\x02\n\nTokenGrant\x12\n\n\x02id\x18\x01 \x01(\x0c\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x14\n\x07session\x18\x03 \x01(\tH\x00\x88\x01\x01\x12%\n\x05tools\x18\x04 \x01(\x0b\x32\x16.naga.v1.ToolAllowlist\x12(\n\x0crisk_ceiling\x18\x05 \x01(\x0e\x32\x12.naga.v1.RiskLevel\x12\"\n\x05trust\x18\x06 \x01(\x0e\x32\x13.naga.v1.TrustLevel\x12\x1d\n\x10\x62udget_remaining\x18\x07 \x01(\x04H\x01\x88\x01\x01\x12\x1b\n\x0e\x62udget_ceiling\x18\x08 \x01(\x04H\x02\x88\x01\x01\x12\x1a\n\rexpires_at_ns\x18\t \x01(\x03H\x03\x88\x01\x01\x12\x11\n\tprincipal\x18\n \x01(\t\x12\x0f\n\x07lineage\x18\x0b \x03(\x0c\x42\n\n\x08_sessionB\x13\n\x11_budget_remainingB\x11\n\x0f_budget_ceilingB\x10\n\x0e_expires_at_ns\"\xfd\x01\n\x0bMintRequest\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\"\n\x05trust\x18\x02 \x01(\x0e\x32\x13.naga.v1.TrustLevel\x12 \n\x04risk\x18\x03 \x01(\x0e\x32\x12.naga.v1.RiskLevel\x12\x14\n\x07session\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x11\n\tprincipal\x18\x05 \x01(\t\x12%\n\x05tools\x18\x06 \x01(\x0b\x32\x16.naga.v1.ToolAllowlist\x12\x13\n\x06\x62udget\x18\x07 \x01(\x04H\x01\x88\x01\x01\x12\x13\n\x06ttl_ns\x18\x08 \x01(\x04H\x02\x88\x01\x01\x42\n\n\x08_sessionB\t\n\x07_budgetB\t\n\x07_ttl_ns\"A\n\x0cMintResponse\x12\r\n\x05token\x18\x01 \x01(\x0c\x12\"\n\x05grant\x18\x02 \x01(\x0b\x32\x13.naga.v1.TokenGrant\"\xcd\x01\n\x0cSpawnRequest\x12\x0e\n\x06\x62udget\x18\x01 \x01(\x04\x12%\n\x05tools\x18\x02 \x01(\x0b\x32\x16.naga.v1.ToolAllowlist\x12 \n\x04risk\x18\x03 \x01(\x0e\x32\x12.naga.v1.RiskLevel\x12\"\n\x05trust\x18\x04 \x01(\x0e\x32\x13.naga.v1.TrustLevel\x12\x14\n\x07session\x18\x05 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x06ttl_ns\x18\x06 \x01(\x04H\x01\x88\x01\x01\x42\n\n\x08_sessionB\t\n\x07_ttl_ns\"B\n\rSpawnResponse\x12\r\n\x05token\x18\x01 \x01(\x0c\x12\"\n\x05grant\x18\x02 \x01(\x0b\x32\x13.naga.v1.TokenGrant\"1\n\rRevokeRequest\x12\x10\n\x08token_id\x18\x01 \x01(\x0c\x12\x0e\n\x06reason\x18\x02 \x01(\t\"*\n\x0eRevokeResponse\x12\x10\n\x03seq\x18\x01 \x01(\x04H\x00\x88\x01\x01\x42\x06\n\x04_seq\"j\n\x0cSpendRequest\x12\x0e\n\x06\x61mount\x18\x01 \x01(\x04\x12\x14\n\x07session\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x11\n\x04tool\x18\x03 \x01(\tH\x01\x88\x01\x01\x12\x0c\n\x04what\x18\x04 \x01(\tB\n\n\x08_sessionB\x07\n\x05_tool\"B\n\rSpendResponse\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x16\n\tremaining\x18\x02 \x01(\x04H\x00\x88\x01\x01\x42\x0c\n\n_remaining\"\x1f\n\x0eInspectRequest\x12\r\n\x05token\x18\x01 \x01(\x0c\"q\n\x0fInspectResponse\x12\"\n\x05grant\x18\x01 \x01(\x0b\x32\x13.naga.v1.TokenGrant\x12*\n\trejection\x18\x02 \x01(\x0e\x32\x17.naga.v1.TokenRejection\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t*\x86\x04\n\x0eTokenRejection\x12\x1f\n\x1bTOKEN_REJECTION_UNSPECIFIED\x10\x00\x12\x1d\n\x19TOKEN_REJECTION_MALFORMED\x10\x01\x12\x1c\n\x18TOKEN_REJECTION_OVERSIZE\x10\x02\x12\'\n#TOKEN_REJECTION_UNSUPPORTED_VERSION\x10\x03\x12\x1b\n\x17TOKEN_REJECTION_BAD_TAG\x10\x04\x12\"\n\x1eTOKEN_REJECTION_INVALID_CAVEAT\x10\x05\x12\x1b\n\x17TOKEN_REJECTION_EXPIRED\x10\x06\x12\x1b\n\x17TOKEN_REJECTION_REVOKED\x10\x07\x12\x1e\n\x1aTOKEN_REJECTION_WRONG_ROLE\x10\x08\x12!\n\x1dTOKEN_REJECTION_WRONG_SESSION\x10\t\x12$\n TOKEN_REJECTION_TOOL_NOT_ALLOWED\x10\n\x12!\n\x1dTOKEN_REJECTION_RISK_TOO_HIGH\x10\x0b\x12$\n TOKEN_REJECTION_BUDGET_EXHAUSTED\x10\x0c\x12\x1c\n\x18TOKEN_REJECTION_WIDENING\x10\r\x12\"\n\x1eTOKEN_REJECTION_SPAWN_TOO_DEEP\x10\x0e*\x86\x01\n\tRiskLevel\x12\x1a\n\x16RISK_LEVEL_UNSPECIFIED\x10\x00\x12\x11\n\rRISK_LEVEL_R0\x10\x01\x12\x11\n\rRISK_LEVEL_R1\x10\x02\x12\x11\n\rRISK_LEVEL_R2\x10\x03\x12\x11\n\rRISK_LEVEL_R3\x10\x04\x12\x11\n\rRISK_LEVEL_R4\x10\x05\x32\xac\x02\n\x0c\x41uthzService\x12\x33\n\x04Mint\x12\x14.naga.v1.MintRequest\x1a\x15.naga.v1.MintResponse\x12\x36\n\x05Spawn\x12\x15.naga.v1.SpawnRequest\x1a\x16.naga.v1.SpawnResponse\x12\x39\n\x06Revoke\x12\x16.naga.v1.RevokeRequest\x1a\x17.naga.v1.RevokeResponse\x12\x36\n\x05Spend\x12\x15.naga.v1.SpendRequest\x1a\x16.naga.v1.SpendResponse\x12<\n\x07Inspect\x12\x17.naga.v1.InspectRequest\x1a\x18.naga.v1.InspectResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'naga.v1.authz_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TOKENREJECTION']._serialized_start=493
-  _globals['_TOKENREJECTION']._serialized_end=1011
-  _globals['_CAPABILITYTOKEN']._serialized_start=33
-  _globals['_CAPABILITYTOKEN']._serialized_end=186
-  _globals['_TOKENANCESTOR']._serialized_start=188
-  _globals['_TOKENANCESTOR']._serialized_end=263
-  _globals['_TOOLALLOWLIST']._serialized_start=265
-  _globals['_TOOLALLOWLIST']._serialized_end=295
-  _globals['_CAVEAT']._serialized_start=298
-  _globals['_CAVEAT']._serialized_end=490
+  _globals['_TOKENREJECTION']._serialized_start=1905
+  _globals['_TOKENREJECTION']._serialized_end=2423
+  _globals['_RISKLEVEL']._serialized_start=2426
+  _globals['_RISKLEVEL']._serialized_end=2560
+  _globals['_CAPABILITYTOKEN']._serialized_start=53
+  _globals['_CAPABILITYTOKEN']._serialized_end=206
+  _globals['_TOKENANCESTOR']._serialized_start=208
+  _globals['_TOKENANCESTOR']._serialized_end=283
+  _globals['_TOOLALLOWLIST']._serialized_start=285
+  _globals['_TOOLALLOWLIST']._serialized_end=315
+  _globals['_CAVEAT']._serialized_start=318
+  _globals['_CAVEAT']._serialized_end=510
+  _globals['_TOKENGRANT']._serialized_start=513
+  _globals['_TOKENGRANT']._serialized_end=884
+  _globals['_MINTREQUEST']._serialized_start=887
+  _globals['_MINTREQUEST']._serialized_end=1140
+  _globals['_MINTRESPONSE']._serialized_start=1142
+  _globals['_MINTRESPONSE']._serialized_end=1207
+  _globals['_SPAWNREQUEST']._serialized_start=1210
+  _globals['_SPAWNREQUEST']._serialized_end=1415
+  _globals['_SPAWNRESPONSE']._serialized_start=1417
+  _globals['_SPAWNRESPONSE']._serialized_end=1483
+  _globals['_REVOKEREQUEST']._serialized_start=1485
+  _globals['_REVOKEREQUEST']._serialized_end=1534
+  _globals['_REVOKERESPONSE']._serialized_start=1536
+  _globals['_REVOKERESPONSE']._serialized_end=1578
+  _globals['_SPENDREQUEST']._serialized_start=1580
+  _globals['_SPENDREQUEST']._serialized_end=1686
+  _globals['_SPENDRESPONSE']._serialized_start=1688
+  _globals['_SPENDRESPONSE']._serialized_end=1754
+  _globals['_INSPECTREQUEST']._serialized_start=1756
+  _globals['_INSPECTREQUEST']._serialized_end=1787
+  _globals['_INSPECTRESPONSE']._serialized_start=1789
+  _globals['_INSPECTRESPONSE']._serialized_end=1902
+  _globals['_AUTHZSERVICE']._serialized_start=2563
+  _globals['_AUTHZSERVICE']._serialized_end=2863
 # @@protoc_insertion_point(module_scope)

@@ -29,6 +29,7 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from naga.v1 import core_pb2 as _core_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -78,7 +79,8 @@ class _TokenRejectionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TokenR
 
 class TokenRejection(_TokenRejection, metaclass=_TokenRejectionEnumTypeWrapper):
     """Why a token or a request was refused; the core returns it to the caller in
-    the error details. Numbers are the Python RejectReason values.
+    the `naga-reject-reason` trailing metadata entry (by name) and in
+    InspectResponse. Numbers are the Python RejectReason values.
     """
 
 TOKEN_REJECTION_UNSPECIFIED: TokenRejection.ValueType  # 0
@@ -111,6 +113,48 @@ TOKEN_REJECTION_WIDENING: TokenRejection.ValueType  # 13
 TOKEN_REJECTION_SPAWN_TOO_DEEP: TokenRejection.ValueType  # 14
 """A spawn would make the lineage deeper than allowed."""
 Global___TokenRejection: _TypeAlias = TokenRejection  # noqa: Y015
+
+class _RiskLevel:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RiskLevelEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RiskLevel.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RISK_LEVEL_UNSPECIFIED: _RiskLevel.ValueType  # 0
+    RISK_LEVEL_R0: _RiskLevel.ValueType  # 1
+    RISK_LEVEL_R1: _RiskLevel.ValueType  # 2
+    RISK_LEVEL_R2: _RiskLevel.ValueType  # 3
+    RISK_LEVEL_R3: _RiskLevel.ValueType  # 4
+    RISK_LEVEL_R4: _RiskLevel.ValueType  # 5
+
+class RiskLevel(_RiskLevel, metaclass=_RiskLevelEnumTypeWrapper):
+    """--- the service ---------------------------------------------------------------
+
+    AuthzService: minting, narrowing, revoking and spending capability tokens
+    on naga-core's socket. Who may call each RPC is the core's policy table
+    (docs/design/architecture.md, "Which process may call what"): Mint and
+    Revoke are the owner's; Spawn and Spend are a token holder's (an
+    executor's); Inspect is anyone's.
+
+    A refused token or request comes back as a gRPC status with the reason
+    in the trailing metadata entry `naga-reject-reason` (a TokenRejection
+    name without its prefix, e.g. `REVOKED`): UNAUTHENTICATED (MALFORMED,
+    UNSUPPORTED_VERSION, BAD_TAG, INVALID_CAVEAT, EXPIRED), INVALID_ARGUMENT
+    (OVERSIZE), PERMISSION_DENIED (REVOKED, WRONG_ROLE, WRONG_SESSION,
+    TOOL_NOT_ALLOWED, RISK_TOO_HIGH, WIDENING, SPAWN_TOO_DEEP),
+    RESOURCE_EXHAUSTED (BUDGET_EXHAUSTED).
+
+    Tool risk levels, ordered R0 (read-only) .. R4 (destructive). The enum is
+    the caveat's number plus one, so that 0 can mean "not set".
+    """
+
+RISK_LEVEL_UNSPECIFIED: RiskLevel.ValueType  # 0
+RISK_LEVEL_R0: RiskLevel.ValueType  # 1
+RISK_LEVEL_R1: RiskLevel.ValueType  # 2
+RISK_LEVEL_R2: RiskLevel.ValueType  # 3
+RISK_LEVEL_R3: RiskLevel.ValueType  # 4
+RISK_LEVEL_R4: RiskLevel.ValueType  # 5
+Global___RiskLevel: _TypeAlias = RiskLevel  # noqa: Y015
 
 @_typing.final
 class CapabilityToken(_message.Message):
@@ -287,3 +331,438 @@ class Caveat(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
 Global___Caveat: _TypeAlias = Caveat  # noqa: Y015
+
+@_typing.final
+class TokenGrant(_message.Message):
+    """What a token grants now: its caveats folded to their tightest values, with
+    the budget left and the principal's current trust.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    SESSION_FIELD_NUMBER: _builtins.int
+    TOOLS_FIELD_NUMBER: _builtins.int
+    RISK_CEILING_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
+    BUDGET_REMAINING_FIELD_NUMBER: _builtins.int
+    BUDGET_CEILING_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_NS_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_FIELD_NUMBER: _builtins.int
+    LINEAGE_FIELD_NUMBER: _builtins.int
+    id: _builtins.bytes
+    """The token's id (16 bytes); attenuations share it."""
+    role: _builtins.str
+    """The process role it is for ("gateway", "executor", "plugin")."""
+    session: _builtins.str
+    """The session it is bound to; unset: any session."""
+    risk_ceiling: Global___RiskLevel.ValueType
+    """The highest operation risk it allows."""
+    trust: _core_pb2.TrustLevel.ValueType
+    """The trust it acts with: the lower of its trust ceiling and the
+    principal's current level in the trust table.
+    """
+    budget_remaining: _builtins.int
+    """Budget units it may still spend (the least over the token and its
+    ancestors); unset: unlimited.
+    """
+    budget_ceiling: _builtins.int
+    """Its own budget ceiling (total spending allowed under its id); unset:
+    unlimited.
+    """
+    expires_at_ns: _builtins.int
+    """When it expires (Unix epoch ns); unset: never (until revoked)."""
+    principal: _builtins.str
+    """The peer it acts for; empty for a process token."""
+    @_builtins.property
+    def tools(self) -> Global___ToolAllowlist:
+        """The tools it may call; unset: any tool (set and empty: none)."""
+
+    @_builtins.property
+    def lineage(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """Its ancestors' ids, parent first; empty for a root token."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.bytes = ...,
+        role: _builtins.str = ...,
+        session: _builtins.str | None = ...,
+        tools: Global___ToolAllowlist | None = ...,
+        risk_ceiling: Global___RiskLevel.ValueType = ...,
+        trust: _core_pb2.TrustLevel.ValueType = ...,
+        budget_remaining: _builtins.int | None = ...,
+        budget_ceiling: _builtins.int | None = ...,
+        expires_at_ns: _builtins.int | None = ...,
+        principal: _builtins.str = ...,
+        lineage: _abc.Iterable[_builtins.bytes] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_budget_ceiling", b"_budget_ceiling", "_budget_remaining", b"_budget_remaining", "_expires_at_ns", b"_expires_at_ns", "_session", b"_session", "budget_ceiling", b"budget_ceiling", "budget_remaining", b"budget_remaining", "expires_at_ns", b"expires_at_ns", "session", b"session", "tools", b"tools"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_budget_ceiling", b"_budget_ceiling", "_budget_remaining", b"_budget_remaining", "_expires_at_ns", b"_expires_at_ns", "_session", b"_session", "budget_ceiling", b"budget_ceiling", "budget_remaining", b"budget_remaining", "expires_at_ns", b"expires_at_ns", "id", b"id", "lineage", b"lineage", "principal", b"principal", "risk_ceiling", b"risk_ceiling", "role", b"role", "session", b"session", "tools", b"tools", "trust", b"trust"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__budget_ceiling: _TypeAlias = _typing.Literal["budget_ceiling"]  # noqa: Y015
+    _WhichOneofArgType__budget_ceiling: _TypeAlias = _typing.Literal["_budget_ceiling", b"_budget_ceiling"]  # noqa: Y015
+    _WhichOneofReturnType__budget_remaining: _TypeAlias = _typing.Literal["budget_remaining"]  # noqa: Y015
+    _WhichOneofArgType__budget_remaining: _TypeAlias = _typing.Literal["_budget_remaining", b"_budget_remaining"]  # noqa: Y015
+    _WhichOneofReturnType__expires_at_ns: _TypeAlias = _typing.Literal["expires_at_ns"]  # noqa: Y015
+    _WhichOneofArgType__expires_at_ns: _TypeAlias = _typing.Literal["_expires_at_ns", b"_expires_at_ns"]  # noqa: Y015
+    _WhichOneofReturnType__session: _TypeAlias = _typing.Literal["session"]  # noqa: Y015
+    _WhichOneofArgType__session: _TypeAlias = _typing.Literal["_session", b"_session"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__budget_ceiling) -> _WhichOneofReturnType__budget_ceiling | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__budget_remaining) -> _WhichOneofReturnType__budget_remaining | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__expires_at_ns) -> _WhichOneofReturnType__expires_at_ns | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__session) -> _WhichOneofReturnType__session | None: ...
+
+Global___TokenGrant: _TypeAlias = TokenGrant  # noqa: Y015
+
+@_typing.final
+class MintRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ROLE_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
+    RISK_FIELD_NUMBER: _builtins.int
+    SESSION_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_FIELD_NUMBER: _builtins.int
+    TOOLS_FIELD_NUMBER: _builtins.int
+    BUDGET_FIELD_NUMBER: _builtins.int
+    TTL_NS_FIELD_NUMBER: _builtins.int
+    role: _builtins.str
+    """The process role the token is for: "gateway", "executor" or "plugin"
+    (INVALID_ARGUMENT otherwise).
+    """
+    trust: _core_pb2.TrustLevel.ValueType
+    """The trust ceiling; required (INVALID_ARGUMENT when UNSPECIFIED)."""
+    risk: Global___RiskLevel.ValueType
+    """The risk ceiling; required (INVALID_ARGUMENT when UNSPECIFIED)."""
+    session: _builtins.str
+    """Bind the token to this session (1..128 printable non-whitespace
+    characters); unset: any session.
+    """
+    principal: _builtins.str
+    """The peer it acts for ("<channel>:<id>"); empty: a process token."""
+    budget: _builtins.int
+    """Total budget units it may spend (at most 2^63 - 1); unset: unlimited."""
+    ttl_ns: _builtins.int
+    """Lifetime in nanoseconds from now (> 0); unset: until revoked."""
+    @_builtins.property
+    def tools(self) -> Global___ToolAllowlist:
+        """Restrict tool calls to these; unset: any tool."""
+
+    def __init__(
+        self,
+        *,
+        role: _builtins.str = ...,
+        trust: _core_pb2.TrustLevel.ValueType = ...,
+        risk: Global___RiskLevel.ValueType = ...,
+        session: _builtins.str | None = ...,
+        principal: _builtins.str = ...,
+        tools: Global___ToolAllowlist | None = ...,
+        budget: _builtins.int | None = ...,
+        ttl_ns: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_budget", b"_budget", "_session", b"_session", "_ttl_ns", b"_ttl_ns", "budget", b"budget", "session", b"session", "tools", b"tools", "ttl_ns", b"ttl_ns"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_budget", b"_budget", "_session", b"_session", "_ttl_ns", b"_ttl_ns", "budget", b"budget", "principal", b"principal", "risk", b"risk", "role", b"role", "session", b"session", "tools", b"tools", "trust", b"trust", "ttl_ns", b"ttl_ns"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__budget: _TypeAlias = _typing.Literal["budget"]  # noqa: Y015
+    _WhichOneofArgType__budget: _TypeAlias = _typing.Literal["_budget", b"_budget"]  # noqa: Y015
+    _WhichOneofReturnType__session: _TypeAlias = _typing.Literal["session"]  # noqa: Y015
+    _WhichOneofArgType__session: _TypeAlias = _typing.Literal["_session", b"_session"]  # noqa: Y015
+    _WhichOneofReturnType__ttl_ns: _TypeAlias = _typing.Literal["ttl_ns"]  # noqa: Y015
+    _WhichOneofArgType__ttl_ns: _TypeAlias = _typing.Literal["_ttl_ns", b"_ttl_ns"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__budget) -> _WhichOneofReturnType__budget | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__session) -> _WhichOneofReturnType__session | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ttl_ns) -> _WhichOneofReturnType__ttl_ns | None: ...
+
+Global___MintRequest: _TypeAlias = MintRequest  # noqa: Y015
+
+@_typing.final
+class MintResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOKEN_FIELD_NUMBER: _builtins.int
+    GRANT_FIELD_NUMBER: _builtins.int
+    token: _builtins.bytes
+    """The token's bytes (a CapabilityToken), to hand to the process."""
+    @_builtins.property
+    def grant(self) -> Global___TokenGrant:
+        """What it grants."""
+
+    def __init__(
+        self,
+        *,
+        token: _builtins.bytes = ...,
+        grant: Global___TokenGrant | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["grant", b"grant"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["grant", b"grant", "token", b"token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MintResponse: _TypeAlias = MintResponse  # noqa: Y015
+
+@_typing.final
+class SpawnRequest(_message.Message):
+    """A sub-task's token under the caller's own (INV-3): strictly less budget,
+    a subset of its tools, risk, trust and expiry at most its own, its
+    session. Anything wider: PERMISSION_DENIED, reason WIDENING.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BUDGET_FIELD_NUMBER: _builtins.int
+    TOOLS_FIELD_NUMBER: _builtins.int
+    RISK_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
+    SESSION_FIELD_NUMBER: _builtins.int
+    TTL_NS_FIELD_NUMBER: _builtins.int
+    budget: _builtins.int
+    """The child's budget: strictly below what the caller may still spend."""
+    risk: Global___RiskLevel.ValueType
+    """The child's risk ceiling; UNSPECIFIED: the caller's."""
+    trust: _core_pb2.TrustLevel.ValueType
+    """The child's trust ceiling; UNSPECIFIED: the caller's."""
+    session: _builtins.str
+    """The session the child acts in (and the call is for); unset: the
+    caller's own.
+    """
+    ttl_ns: _builtins.int
+    """The child's lifetime in ns from now (> 0; not past the caller's
+    expiry); unset: the caller's expiry.
+    """
+    @_builtins.property
+    def tools(self) -> Global___ToolAllowlist:
+        """The child's tools (a subset of the caller's); unset: the caller's."""
+
+    def __init__(
+        self,
+        *,
+        budget: _builtins.int = ...,
+        tools: Global___ToolAllowlist | None = ...,
+        risk: Global___RiskLevel.ValueType = ...,
+        trust: _core_pb2.TrustLevel.ValueType = ...,
+        session: _builtins.str | None = ...,
+        ttl_ns: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_session", b"_session", "_ttl_ns", b"_ttl_ns", "session", b"session", "tools", b"tools", "ttl_ns", b"ttl_ns"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_session", b"_session", "_ttl_ns", b"_ttl_ns", "budget", b"budget", "risk", b"risk", "session", b"session", "tools", b"tools", "trust", b"trust", "ttl_ns", b"ttl_ns"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__session: _TypeAlias = _typing.Literal["session"]  # noqa: Y015
+    _WhichOneofArgType__session: _TypeAlias = _typing.Literal["_session", b"_session"]  # noqa: Y015
+    _WhichOneofReturnType__ttl_ns: _TypeAlias = _typing.Literal["ttl_ns"]  # noqa: Y015
+    _WhichOneofArgType__ttl_ns: _TypeAlias = _typing.Literal["_ttl_ns", b"_ttl_ns"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__session) -> _WhichOneofReturnType__session | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ttl_ns) -> _WhichOneofReturnType__ttl_ns | None: ...
+
+Global___SpawnRequest: _TypeAlias = SpawnRequest  # noqa: Y015
+
+@_typing.final
+class SpawnResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOKEN_FIELD_NUMBER: _builtins.int
+    GRANT_FIELD_NUMBER: _builtins.int
+    token: _builtins.bytes
+    @_builtins.property
+    def grant(self) -> Global___TokenGrant: ...
+    def __init__(
+        self,
+        *,
+        token: _builtins.bytes = ...,
+        grant: Global___TokenGrant | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["grant", b"grant"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["grant", b"grant", "token", b"token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SpawnResponse: _TypeAlias = SpawnResponse  # noqa: Y015
+
+@_typing.final
+class RevokeRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOKEN_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    token_id: _builtins.bytes
+    """The id of the token to revoke (16 bytes): it, every attenuation of it
+    and every sub-task token below it are refused from now on, also after
+    a restart (a ledger entry).
+    """
+    reason: _builtins.str
+    """Why, kept in the ledger entry; required, at most 500 characters."""
+    def __init__(
+        self,
+        *,
+        token_id: _builtins.bytes = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason", "token_id", b"token_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RevokeRequest: _TypeAlias = RevokeRequest  # noqa: Y015
+
+@_typing.final
+class RevokeResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQ_FIELD_NUMBER: _builtins.int
+    seq: _builtins.int
+    """The seq of the ledger entry; unset when the id was already revoked."""
+    def __init__(
+        self,
+        *,
+        seq: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_seq", b"_seq", "seq", b"seq"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seq", b"_seq", "seq", b"seq"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__seq: _TypeAlias = _typing.Literal["seq"]  # noqa: Y015
+    _WhichOneofArgType__seq: _TypeAlias = _typing.Literal["_seq", b"_seq"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__seq) -> _WhichOneofReturnType__seq | None: ...
+
+Global___RevokeResponse: _TypeAlias = RevokeResponse  # noqa: Y015
+
+@_typing.final
+class SpendRequest(_message.Message):
+    """Debit the caller's budget: the token's and every ancestor's, in one
+    ledger entry, or nothing (RESOURCE_EXHAUSTED, BUDGET_EXHAUSTED).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AMOUNT_FIELD_NUMBER: _builtins.int
+    SESSION_FIELD_NUMBER: _builtins.int
+    TOOL_FIELD_NUMBER: _builtins.int
+    WHAT_FIELD_NUMBER: _builtins.int
+    amount: _builtins.int
+    """Budget units to spend (> 0, at most 2^63 - 1)."""
+    session: _builtins.str
+    """The session the spending is for; unset: none in particular. A token
+    bound to another session is refused (WRONG_SESSION).
+    """
+    tool: _builtins.str
+    """The tool the spending is for (e.g. "model.chat"); unset: none. A tool
+    outside the token's allowlist is refused (TOOL_NOT_ALLOWED).
+    """
+    what: _builtins.str
+    """What it was for, kept in the ledger entry; at most 500 characters."""
+    def __init__(
+        self,
+        *,
+        amount: _builtins.int = ...,
+        session: _builtins.str | None = ...,
+        tool: _builtins.str | None = ...,
+        what: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_session", b"_session", "_tool", b"_tool", "session", b"session", "tool", b"tool"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_session", b"_session", "_tool", b"_tool", "amount", b"amount", "session", b"session", "tool", b"tool", "what", b"what"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__session: _TypeAlias = _typing.Literal["session"]  # noqa: Y015
+    _WhichOneofArgType__session: _TypeAlias = _typing.Literal["_session", b"_session"]  # noqa: Y015
+    _WhichOneofReturnType__tool: _TypeAlias = _typing.Literal["tool"]  # noqa: Y015
+    _WhichOneofArgType__tool: _TypeAlias = _typing.Literal["_tool", b"_tool"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__session) -> _WhichOneofReturnType__session | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__tool) -> _WhichOneofReturnType__tool | None: ...
+
+Global___SpendRequest: _TypeAlias = SpendRequest  # noqa: Y015
+
+@_typing.final
+class SpendResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQ_FIELD_NUMBER: _builtins.int
+    REMAINING_FIELD_NUMBER: _builtins.int
+    seq: _builtins.int
+    """The seq of the ledger entry."""
+    remaining: _builtins.int
+    """Budget units left afterwards; unset: unlimited."""
+    def __init__(
+        self,
+        *,
+        seq: _builtins.int = ...,
+        remaining: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_remaining", b"_remaining", "remaining", b"remaining"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_remaining", b"_remaining", "remaining", b"remaining", "seq", b"seq"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__remaining: _TypeAlias = _typing.Literal["remaining"]  # noqa: Y015
+    _WhichOneofArgType__remaining: _TypeAlias = _typing.Literal["_remaining", b"_remaining"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__remaining) -> _WhichOneofReturnType__remaining | None: ...
+
+Global___SpendResponse: _TypeAlias = SpendResponse  # noqa: Y015
+
+@_typing.final
+class InspectRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOKEN_FIELD_NUMBER: _builtins.int
+    token: _builtins.bytes
+    """The token to inspect; empty: the one the call presents (the owner
+    credential is not a token: INVALID_ARGUMENT).
+    """
+    def __init__(
+        self,
+        *,
+        token: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["token", b"token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InspectRequest: _TypeAlias = InspectRequest  # noqa: Y015
+
+@_typing.final
+class InspectResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GRANT_FIELD_NUMBER: _builtins.int
+    REJECTION_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    rejection: Global___TokenRejection.ValueType
+    """Why it grants nothing (UNSPECIFIED when it is usable)."""
+    detail: _builtins.str
+    """The refusal in words; empty when usable."""
+    @_builtins.property
+    def grant(self) -> Global___TokenGrant:
+        """What the token grants now; unset when it grants nothing."""
+
+    def __init__(
+        self,
+        *,
+        grant: Global___TokenGrant | None = ...,
+        rejection: Global___TokenRejection.ValueType = ...,
+        detail: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["grant", b"grant"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "grant", b"grant", "rejection", b"rejection"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InspectResponse: _TypeAlias = InspectResponse  # noqa: Y015

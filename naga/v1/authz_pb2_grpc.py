@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from naga.v1 import authz_pb2 as naga_dot_v1_dot_authz__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -22,3 +23,252 @@ if _version_not_supported:
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
+
+
+class AuthzServiceStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Mint = channel.unary_unary(
+                '/naga.v1.AuthzService/Mint',
+                request_serializer=naga_dot_v1_dot_authz__pb2.MintRequest.SerializeToString,
+                response_deserializer=naga_dot_v1_dot_authz__pb2.MintResponse.FromString,
+                _registered_method=True)
+        self.Spawn = channel.unary_unary(
+                '/naga.v1.AuthzService/Spawn',
+                request_serializer=naga_dot_v1_dot_authz__pb2.SpawnRequest.SerializeToString,
+                response_deserializer=naga_dot_v1_dot_authz__pb2.SpawnResponse.FromString,
+                _registered_method=True)
+        self.Revoke = channel.unary_unary(
+                '/naga.v1.AuthzService/Revoke',
+                request_serializer=naga_dot_v1_dot_authz__pb2.RevokeRequest.SerializeToString,
+                response_deserializer=naga_dot_v1_dot_authz__pb2.RevokeResponse.FromString,
+                _registered_method=True)
+        self.Spend = channel.unary_unary(
+                '/naga.v1.AuthzService/Spend',
+                request_serializer=naga_dot_v1_dot_authz__pb2.SpendRequest.SerializeToString,
+                response_deserializer=naga_dot_v1_dot_authz__pb2.SpendResponse.FromString,
+                _registered_method=True)
+        self.Inspect = channel.unary_unary(
+                '/naga.v1.AuthzService/Inspect',
+                request_serializer=naga_dot_v1_dot_authz__pb2.InspectRequest.SerializeToString,
+                response_deserializer=naga_dot_v1_dot_authz__pb2.InspectResponse.FromString,
+                _registered_method=True)
+
+
+class AuthzServiceServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Mint(self, request, context):
+        """Mint a root token for a process (owner only).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Spawn(self, request, context):
+        """A sub-task's token, strictly narrower than the caller's own.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Revoke(self, request, context):
+        """Revoke a token id, its attenuations and its sub-tasks (owner only).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Spend(self, request, context):
+        """Debit the caller's budget through the ledger.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Inspect(self, request, context):
+        """What a token grants now, or why nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_AuthzServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Mint': grpc.unary_unary_rpc_method_handler(
+                    servicer.Mint,
+                    request_deserializer=naga_dot_v1_dot_authz__pb2.MintRequest.FromString,
+                    response_serializer=naga_dot_v1_dot_authz__pb2.MintResponse.SerializeToString,
+            ),
+            'Spawn': grpc.unary_unary_rpc_method_handler(
+                    servicer.Spawn,
+                    request_deserializer=naga_dot_v1_dot_authz__pb2.SpawnRequest.FromString,
+                    response_serializer=naga_dot_v1_dot_authz__pb2.SpawnResponse.SerializeToString,
+            ),
+            'Revoke': grpc.unary_unary_rpc_method_handler(
+                    servicer.Revoke,
+                    request_deserializer=naga_dot_v1_dot_authz__pb2.RevokeRequest.FromString,
+                    response_serializer=naga_dot_v1_dot_authz__pb2.RevokeResponse.SerializeToString,
+            ),
+            'Spend': grpc.unary_unary_rpc_method_handler(
+                    servicer.Spend,
+                    request_deserializer=naga_dot_v1_dot_authz__pb2.SpendRequest.FromString,
+                    response_serializer=naga_dot_v1_dot_authz__pb2.SpendResponse.SerializeToString,
+            ),
+            'Inspect': grpc.unary_unary_rpc_method_handler(
+                    servicer.Inspect,
+                    request_deserializer=naga_dot_v1_dot_authz__pb2.InspectRequest.FromString,
+                    response_serializer=naga_dot_v1_dot_authz__pb2.InspectResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'naga.v1.AuthzService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('naga.v1.AuthzService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class AuthzService:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Mint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/naga.v1.AuthzService/Mint',
+            naga_dot_v1_dot_authz__pb2.MintRequest.SerializeToString,
+            naga_dot_v1_dot_authz__pb2.MintResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Spawn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/naga.v1.AuthzService/Spawn',
+            naga_dot_v1_dot_authz__pb2.SpawnRequest.SerializeToString,
+            naga_dot_v1_dot_authz__pb2.SpawnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Revoke(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/naga.v1.AuthzService/Revoke',
+            naga_dot_v1_dot_authz__pb2.RevokeRequest.SerializeToString,
+            naga_dot_v1_dot_authz__pb2.RevokeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Spend(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/naga.v1.AuthzService/Spend',
+            naga_dot_v1_dot_authz__pb2.SpendRequest.SerializeToString,
+            naga_dot_v1_dot_authz__pb2.SpendResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Inspect(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/naga.v1.AuthzService/Inspect',
+            naga_dot_v1_dot_authz__pb2.InspectRequest.SerializeToString,
+            naga_dot_v1_dot_authz__pb2.InspectResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

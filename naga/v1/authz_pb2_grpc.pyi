@@ -26,9 +26,16 @@ TOKEN_MAX_SPAWN_DEPTH.
 
 from collections import abc as _abc
 from grpc import aio as _aio
+from naga.v1 import authz_pb2 as _authz_pb2
 import abc as _abc_1
 import grpc as _grpc
+import sys
 import typing as _typing
+
+if sys.version_info >= (3, 11):
+    from typing import Self as _Self
+else:
+    from typing_extensions import Self as _Self
 
 _T = _typing.TypeVar("_T")
 
@@ -39,3 +46,76 @@ class _ServicerContext(_grpc.ServicerContext, _aio.ServicerContext):  # type: ig
 
 GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
+
+class AuthzServiceStub:
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> AuthzServiceAsyncStub: ...
+    Mint: _grpc.UnaryUnaryMultiCallable[_authz_pb2.MintRequest, _authz_pb2.MintResponse]
+    """Mint a root token for a process (owner only)."""
+    Spawn: _grpc.UnaryUnaryMultiCallable[_authz_pb2.SpawnRequest, _authz_pb2.SpawnResponse]
+    """A sub-task's token, strictly narrower than the caller's own."""
+    Revoke: _grpc.UnaryUnaryMultiCallable[_authz_pb2.RevokeRequest, _authz_pb2.RevokeResponse]
+    """Revoke a token id, its attenuations and its sub-tasks (owner only)."""
+    Spend: _grpc.UnaryUnaryMultiCallable[_authz_pb2.SpendRequest, _authz_pb2.SpendResponse]
+    """Debit the caller's budget through the ledger."""
+    Inspect: _grpc.UnaryUnaryMultiCallable[_authz_pb2.InspectRequest, _authz_pb2.InspectResponse]
+    """What a token grants now, or why nothing."""
+
+@_typing.type_check_only
+class AuthzServiceAsyncStub(AuthzServiceStub):
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    Mint: _aio.UnaryUnaryMultiCallable[_authz_pb2.MintRequest, _authz_pb2.MintResponse]  # type: ignore[assignment]
+    """Mint a root token for a process (owner only)."""
+    Spawn: _aio.UnaryUnaryMultiCallable[_authz_pb2.SpawnRequest, _authz_pb2.SpawnResponse]  # type: ignore[assignment]
+    """A sub-task's token, strictly narrower than the caller's own."""
+    Revoke: _aio.UnaryUnaryMultiCallable[_authz_pb2.RevokeRequest, _authz_pb2.RevokeResponse]  # type: ignore[assignment]
+    """Revoke a token id, its attenuations and its sub-tasks (owner only)."""
+    Spend: _aio.UnaryUnaryMultiCallable[_authz_pb2.SpendRequest, _authz_pb2.SpendResponse]  # type: ignore[assignment]
+    """Debit the caller's budget through the ledger."""
+    Inspect: _aio.UnaryUnaryMultiCallable[_authz_pb2.InspectRequest, _authz_pb2.InspectResponse]  # type: ignore[assignment]
+    """What a token grants now, or why nothing."""
+
+class AuthzServiceServicer(metaclass=_abc_1.ABCMeta):
+    @_abc_1.abstractmethod
+    def Mint(
+        self,
+        request: _authz_pb2.MintRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_authz_pb2.MintResponse, _abc.Awaitable[_authz_pb2.MintResponse]]:
+        """Mint a root token for a process (owner only)."""
+
+    @_abc_1.abstractmethod
+    def Spawn(
+        self,
+        request: _authz_pb2.SpawnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_authz_pb2.SpawnResponse, _abc.Awaitable[_authz_pb2.SpawnResponse]]:
+        """A sub-task's token, strictly narrower than the caller's own."""
+
+    @_abc_1.abstractmethod
+    def Revoke(
+        self,
+        request: _authz_pb2.RevokeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_authz_pb2.RevokeResponse, _abc.Awaitable[_authz_pb2.RevokeResponse]]:
+        """Revoke a token id, its attenuations and its sub-tasks (owner only)."""
+
+    @_abc_1.abstractmethod
+    def Spend(
+        self,
+        request: _authz_pb2.SpendRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_authz_pb2.SpendResponse, _abc.Awaitable[_authz_pb2.SpendResponse]]:
+        """Debit the caller's budget through the ledger."""
+
+    @_abc_1.abstractmethod
+    def Inspect(
+        self,
+        request: _authz_pb2.InspectRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_authz_pb2.InspectResponse, _abc.Awaitable[_authz_pb2.InspectResponse]]:
+        """What a token grants now, or why nothing."""
+
+def add_AuthzServiceServicer_to_server(servicer: AuthzServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

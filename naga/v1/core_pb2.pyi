@@ -5,10 +5,13 @@ The services naga-core serves on its Unix socket ($NAGA_HOME/run/core.sock)
 besides the ledger's read side (ledger.proto): the kernel (history,
 rollback, settings, trust) and the supervisor (processes, shutdown).
 
-Every call carries a credential in the `authorization` metadata entry
-(`Naga <base64>`): the owner credential from $NAGA_HOME/run/owner.token
-now, capability tokens minted by the core later. Missing -> UNAUTHENTICATED,
-not accepted -> PERMISSION_DENIED.
+Every call carries a credential in the `authorization` metadata entry:
+`Naga <base64>`, the owner credential from $NAGA_HOME/run/owner.token, or
+`Capability <base64>`, a CapabilityToken the core minted (authz.proto).
+Missing -> UNAUTHENTICATED, not accepted -> PERMISSION_DENIED; a refused
+token carries its reason in the `naga-reject-reason` trailing metadata.
+Which credential may call which RPC is the core's policy table
+(docs/design/architecture.md, "Which process may call what").
 
 Errors are gRPC status codes with a specific message: INVALID_ARGUMENT (a
 field breaks its rule, named in the message), OUT_OF_RANGE (a seq past the

@@ -10,23 +10,29 @@ narrower tokens (:meth:`TokenAuthority.spawn`). Revocations, spending and
 violations are kernel state (:class:`RevocationList`, :class:`BudgetAccount`,
 :class:`ViolationPolicy`), so they are in the ledger.
 
+The token format, its caveats and offline attenuation are the contract's
+(:mod:`naga.tokens`, so that holders outside the core can narrow tokens);
+they are re-exported here. What needs the root key or the kernel is here.
+
 Pure library: no gRPC here; the server maps :class:`RejectReason` to status
 codes in one place.
 """
 
-from naga_core.authz._authority import Clock, TokenAuthority
-from naga_core.authz._caveats import (
+from naga.tokens import (
+    Ancestor,
     BudgetCeiling,
     Caveat,
     ExpiresAt,
-    Request,
     Risk,
     RiskCeiling,
     RoleIs,
     SessionIs,
+    Token,
     ToolsAllowed,
     TrustCeiling,
 )
+from naga_core.authz._authority import Checked, Clock, TokenAuthority
+from naga_core.authz._caveats import Request, Scope
 from naga_core.authz._errors import (
     AuthzError,
     InvalidCaveat,
@@ -44,7 +50,7 @@ from naga_core.authz._ratchet import (
     ViolationPolicy,
     authz_raises,
 )
-from naga_core.authz._token import Ancestor, RootKey, Token
+from naga_core.authz._token import RootKey, mint_token, verify_chain
 
 __all__ = [
     "AUTHZ_RATCHETS",
@@ -56,6 +62,7 @@ __all__ = [
     "BudgetAccount",
     "BudgetCeiling",
     "Caveat",
+    "Checked",
     "Clock",
     "ExpiresAt",
     "Grant",
@@ -68,6 +75,7 @@ __all__ = [
     "RiskCeiling",
     "RoleIs",
     "RootKey",
+    "Scope",
     "SessionIs",
     "Token",
     "TokenAuthority",
@@ -78,5 +86,7 @@ __all__ = [
     "ViolationPolicy",
     "authz_raises",
     "load_token_key",
+    "mint_token",
     "token_key_path",
+    "verify_chain",
 ]

@@ -16,34 +16,49 @@ refused (WIDENING) before an id is drawn, so nothing is minted.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from naga.constants import TOKEN_MAX_SPAWN_DEPTH
-from naga_core.authz._caveats import (
+from naga.tokens import (
     MAX_INT64,
+    Ancestor,
     BudgetCeiling,
     Caveat,
     ExpiresAt,
-    Request,
+    InvalidCaveat,
     Risk,
     RiskCeiling,
     RoleIs,
-    Scope,
     SessionIs,
+    Token,
     ToolsAllowed,
     TrustCeiling,
     check_budget,
     check_session,
 )
-from naga_core.authz._errors import InvalidCaveat, RejectReason, TokenRejected
+from naga_core.authz._caveats import Request, Scope
+from naga_core.authz._errors import RejectReason, TokenRejected
 from naga_core.authz._grant import Grant
 from naga_core.authz._ledgered import BudgetAccount, RevocationList
-from naga_core.authz._token import Ancestor, RootKey, Token, mint_token, new_token_id, verify_chain
+from naga_core.authz._token import RootKey, mint_token, new_token_id, verify_chain
 from naga_core.kernel import Kernel, TrustLevel, TrustTable
 
 Clock = Callable[[], int]
 IsRevoked = Callable[[bytes], bool]
 Spent = Callable[[bytes], int]
 TrustOf = Callable[[str], TrustLevel]
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """A token whose chain verified, checked against one request by the pure
+    rules; ``refusal`` is the first they found (raised by
+    :meth:`TokenAuthority.settle`, after the revocation check)."""
+
+    token: Token
+    scope: Scope
+    request: Request
+    refusal: TokenRejected | None
 
 
 class TokenAuthority:
@@ -151,12 +166,44 @@ class TokenAuthority:
         """What ``token`` grants for ``request``; TokenRejected with the first
         reason it does not (in order: the chain, revocation, expiry, role,
         session, tool, risk, budget)."""
-        t = verify_chain(self._key, token)
-        scope = Scope.of(t.caveats)
+        return self.settle(self.check(self.authenticate(token), request))
+
+    # The same in steps, for a server that checks what it can on its own
+    # threads and reads the world (revocations, spending, trust: kernel
+    # state) only on the thread that owns it. The order of the refusals is
+    # verify's whichever way it is run.
+
+    def authenticate(self, token: bytes) -> Token:
+        """The token ``token`` holds if its chain verifies. Pure: reads the key only."""
+        return verify_chain(self._key, token)
+
+    def check(
+        self,
+        token: Token,
+        request: Request,
+        *,
+        role_refusal: tuple[RejectReason, str] | None = None,
+    ) -> Checked:
+        """The pure checks of an authenticated ``token`` against ``request``
+        (expiry, role, session, tool, risk); reads nothing of the world.
+        ``role_refusal`` is a refusal the caller found itself (a method its
+        role may not call); it ranks with the role check, after expiry."""
+        scope = Scope.of(token.caveats)
+        found = scope.refusal(request)
+        if role_refusal is not None and (found is None or found[0] is not RejectReason.EXPIRED):
+            found = role_refusal
+        refusal = None
+        if found is not None:
+            refusal = TokenRejected(*found, principal=token.principal, token_id=token.id)
+        return Checked(token, scope, request, refusal)
+
+    def settle(self, checked: Checked) -> Grant:
+        """The grant of a checked token, reading the world: revocation first,
+        then the refusal the pure checks found, then the budget."""
+        t, scope, request = checked.token, checked.scope, checked.request
         self._check_not_revoked(t.id, t.lineage, t.principal)
-        refused = scope.refusal(request)
-        if refused is not None:
-            raise TokenRejected(*refused, principal=t.principal, token_id=t.id)
+        if checked.refusal is not None:
+            raise checked.refusal
         remaining = self._remaining(t.id, scope.budget, t.lineage)
         if remaining is not None and request.budget > remaining:
             raise TokenRejected(
@@ -309,4 +356,4 @@ class TokenAuthority:
         )
 
 
-__all__ = ["Clock", "TokenAuthority"]
+__all__ = ["Checked", "Clock", "TokenAuthority"]

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from naga_core.authz._caveats import Risk
-from naga_core.authz._token import Ancestor
+from naga.tokens import Ancestor, Risk
 from naga_core.kernel import TrustLevel
 
 

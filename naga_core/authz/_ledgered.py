@@ -17,8 +17,8 @@ loop, two debits against one budget cannot interleave.
 from __future__ import annotations
 
 from naga.constants import TOKEN_ID_BYTES
+from naga.tokens import MAX_INT64
 from naga.v1 import kernel_pb2 as kpb
-from naga_core.authz._caveats import MAX_INT64
 from naga_core.authz._errors import AuthzError, InvalidRequest, RejectReason, TokenRejected
 from naga_core.authz._grant import Grant
 from naga_core.kernel import Kernel

@@ -23,6 +23,7 @@ from naga.sdk import Client
 from naga.sdk.errors import CoreUnavailable, SdkError
 from naga.v1 import core_pb2 as cpb
 from naga_core._home import Home
+from naga_core._sdnotify import take_notify_environ
 from naga_core.cli._output import Outcome
 from naga_core.daemon import CoreConfig, CoreExit, CoreInfo, RunDir, running_pid, serve_core
 from naga_core.errors import NagaError
@@ -59,7 +60,12 @@ def _foreground(home: Home, ready_fd: int | None) -> Outcome:
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
     )
-    config = CoreConfig(home, handle_signals=True)
+    # Read systemd's notify variables and take them out of the environment
+    # the core's children will inherit.
+    notify = take_notify_environ(os.environ)
+    config = CoreConfig(
+        home, handle_signals=True, notifier=notify.notifier, watchdog_ns=notify.watchdog_ns
+    )
     ended: list[CoreExit] = []
 
     async def run(*, task_status: trio.TaskStatus[CoreInfo]) -> None:

@@ -5,12 +5,21 @@ in ``$NAGA_HOME/run`` (docs/design/architecture.md). grpcio's server threads
 reach the core's trio loop through one bridge module
 (docs/adr/0004-grpc-trio-bridge.md), so every ledger and kernel access runs
 serially on that loop. Who may call is decided by an :class:`Authorizer`
-once per RPC; today the owner credential.
+once per RPC (:class:`CoreAuthorizer`: the owner credential or a capability
+token) against one rule per method (:data:`POLICY`).
 """
 
-from naga_core.daemon._auth import Authorizer, OwnerCredential, Principal
+from naga_core.daemon._auth import (
+    Admission,
+    Authorizer,
+    Caller,
+    OwnerCall,
+    OwnerCredential,
+    Principal,
+)
 from naga_core.daemon._bridge import Bridge, Cursor, Method, Stream, Unary
 from naga_core.daemon._core import CoreInfo
+from naga_core.daemon._credentials import CoreAuthorizer
 from naga_core.daemon._errors import (
     CoreAlreadyRunning,
     CoreStopping,
@@ -20,14 +29,21 @@ from naga_core.daemon._errors import (
     RequestRefused,
     RunDirError,
 )
+from naga_core.daemon._policy import POLICY, VISIBLE_KINDS, Rule, rule_for
 from naga_core.daemon._rundir import RunDir, running_pid
 from naga_core.daemon._serve import CoreConfig, CoreExit, serve_core
-from naga_core.daemon._status import status_of
+from naga_core.daemon._status import REJECTION_STATUS, status_of
 
 __all__ = [
+    "POLICY",
+    "REJECTION_STATUS",
+    "VISIBLE_KINDS",
+    "Admission",
     "Authorizer",
     "Bridge",
+    "Caller",
     "CoreAlreadyRunning",
+    "CoreAuthorizer",
     "CoreConfig",
     "CoreExit",
     "CoreInfo",
@@ -37,13 +53,16 @@ __all__ = [
     "Cursor",
     "DaemonError",
     "Method",
+    "OwnerCall",
     "OwnerCredential",
     "Principal",
     "RequestRefused",
+    "Rule",
     "RunDir",
     "RunDirError",
     "Stream",
     "Unary",
+    "rule_for",
     "running_pid",
     "serve_core",
     "status_of",

@@ -1,13 +1,24 @@
-"""Who is calling: the :class:`Authorizer` seam and the owner credential.
+"""Who is calling: the :class:`Authorizer` seam, and the owner credential.
 
-Every RPC passes through exactly one ``Authorizer.authorize`` call (made by
-the bridge, before the request is decoded) that turns the call's metadata
-into a :class:`Principal` or refuses it. Today the only authorizer is the
-owner credential: 32 random bytes the core writes to
+Every RPC passes through one authorizer, in three steps the bridge runs in
+order (docs/adr/0004-grpc-trio-bridge.md):
+
+1. ``Authorizer.authorize(metadata, method) -> Caller`` on the server
+   thread, before the request is decoded: who presents what (the owner
+   credential compared, a capability token's HMAC chain checked);
+2. ``Caller.check(request) -> Admission`` on the server thread, after
+   decoding: pure checks against the request's fields (a token's expiry,
+   role, session, tool, risk);
+3. ``Admission.admit() -> Principal`` on the core's trio loop, just before
+   the handler: what needs kernel state (revocation, budget spent, the
+   principal's current trust), and recording violations.
+
+Steps 1 and 2 must not touch the kernel; step 3 is the only one that may.
+
+The owner credential is 32 random bytes the core writes to
 ``$NAGA_HOME/run/owner.token`` (0600) at every start, presented as
-``authorization: Naga <base64>``. Capability tokens (naga_core.authz) plug in
-behind the same protocol; the owner credential stays, as the owner's CLI
-path.
+``authorization: Naga <base64>``. Capability tokens are presented as
+``authorization: Capability <base64>`` (naga_core.daemon._credentials).
 """
 
 from __future__ import annotations
@@ -22,68 +33,128 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from naga.constants import OWNER_TOKEN_BYTES
+from google.protobuf.message import Message
+
+from naga.constants import OWNER_TOKEN_BYTES, TOKEN_MAX_BYTES
+from naga.tokens import CAPABILITY_SCHEME, RejectReason
+from naga_core.authz import Grant, TokenRejected
 from naga_core.daemon._errors import CredentialMissing, CredentialRefused, RunDirError
 
-#: The metadata key and scheme of a credential (keys are lowercase in gRPC).
+#: The metadata key and the owner's scheme (keys are lowercase in gRPC).
 AUTH_KEY = "authorization"
-AUTH_SCHEME = "Naga "
-# A credential longer than this is not one we issue; refuse before decoding.
-_MAX_CREDENTIAL_CHARS = 4096
+OWNER_SCHEME = "Naga"
+# The owner credential is 44 base64 characters; longer is not one we issue.
+_MAX_OWNER_CHARS = 4096
+# A token's base64 at the size limit; longer is refused as OVERSIZE unread.
+_MAX_TOKEN_CHARS = 4 * ((TOKEN_MAX_BYTES + 2) // 3)
 
 Metadata = Sequence[tuple[str, str | bytes]]
 
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """The authenticated caller of one RPC."""
+    """The authenticated caller of one RPC: the owner, or the holder of a
+    capability token of ``role`` with what it grants now (``grant``)."""
 
     name: str
     owner: bool
+    role: str = "owner"
+    grant: Grant | None = None
 
     @classmethod
     def the_owner(cls) -> Principal:
         return cls("owner", owner=True)
 
+    @classmethod
+    def holder(cls, grant: Grant) -> Principal:
+        who = grant.principal or f"{grant.role} token {grant.token_id.hex()[:12]}"
+        return cls(who, owner=False, role=grant.role, grant=grant)
+
+
+class Admission(Protocol):
+    """A call that passed the server thread's checks; finished on the loop."""
+
+    def admit(self) -> Principal:
+        """On the core's trio loop, just before the handler: the principal,
+        or the refusal (raised)."""
+        ...
+
+
+class Caller(Protocol):
+    """Who presents what, authenticated; not yet checked against the request."""
+
+    def check(self, request: Message) -> Admission:
+        """Pure checks against the decoded request (server thread)."""
+        ...
+
 
 class Authorizer(Protocol):
     """Decides who a call comes from, once per RPC, on a server thread.
 
-    Raise :class:`CredentialMissing` (UNAUTHENTICATED) or
-    :class:`CredentialRefused` (PERMISSION_DENIED); ``method`` is the full
-    gRPC method name (``/naga.v1.KernelService/SetSetting``) for authorizers
-    that grant per method. Must not block: it runs before the call reaches
-    the core's loop.
+    Raise :class:`CredentialMissing` (UNAUTHENTICATED),
+    :class:`CredentialRefused` (PERMISSION_DENIED) or a ``TokenRejected``
+    (its reason's status); ``method`` is the full gRPC method name
+    (``/naga.v1.KernelService/SetSetting``). Must not block or read kernel
+    state: it runs before the call reaches the core's loop.
     """
 
-    def authorize(self, metadata: Metadata, method: str) -> Principal: ...
+    def authorize(self, metadata: Metadata, method: str) -> Caller: ...
 
 
-def presented_credential(metadata: Metadata) -> bytes:
-    """The raw credential bytes of a call, or the reason it has none usable."""
+@dataclass(frozen=True, slots=True)
+class OwnerCall:
+    """A call authenticated as the owner's: nothing more to check."""
+
+    def check(self, request: Message) -> OwnerCall:
+        return self
+
+    def admit(self) -> Principal:
+        return Principal.the_owner()
+
+
+def presented_credential(metadata: Metadata) -> tuple[str, bytes]:
+    """The scheme (``Naga`` or ``Capability``) and raw bytes of a call's
+    credential, or the reason it has none usable."""
     values = [v for k, v in metadata if k == AUTH_KEY]
     if not values:
         raise CredentialMissing(
-            "no credential: send metadata 'authorization: Naga <base64 credential>'"
+            "no credential: send metadata 'authorization: Naga <base64 owner credential>' "
+            "or 'authorization: Capability <base64 token>'"
         )
     if len(values) > 1:
         raise CredentialRefused("more than one authorization entry")
     value = values[0]
     if isinstance(value, bytes):
         raise CredentialRefused("the authorization entry must be text, not binary metadata")
-    if not value.startswith(AUTH_SCHEME):
-        raise CredentialRefused("the authorization entry must use the 'Naga' scheme")
-    encoded = value[len(AUTH_SCHEME) :]
-    if len(encoded) > _MAX_CREDENTIAL_CHARS:
+    scheme, _, encoded = value.partition(" ")
+    if scheme == OWNER_SCHEME:
+        limit = _MAX_OWNER_CHARS
+    elif scheme == CAPABILITY_SCHEME:
+        limit = _MAX_TOKEN_CHARS
+    else:
+        raise CredentialRefused(
+            f"the authorization entry must use the '{OWNER_SCHEME}' or '{CAPABILITY_SCHEME}' scheme"
+        )
+    if len(encoded) > limit:
+        if scheme == CAPABILITY_SCHEME:
+            raise TokenRejected(
+                RejectReason.OVERSIZE,
+                f"{len(encoded)} base64 characters (a token is at most {TOKEN_MAX_BYTES} bytes)",
+            )
         raise CredentialRefused("the credential is too long")
     try:
-        return base64.b64decode(encoded, validate=True)
+        return scheme, base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
         raise CredentialRefused("the credential is not valid base64") from None
 
 
 class OwnerCredential:
-    """The owner's credential for one run of the core. Build with :meth:`create`."""
+    """The owner's credential for one run of the core. Build with :meth:`create`.
+
+    On its own it is an :class:`Authorizer` that admits the owner to any
+    method (used by the bridge's own tests and benchmark); the core combines
+    it with capability tokens and the policy table.
+    """
 
     def __init__(self, secret: bytes) -> None:
         if len(secret) != OWNER_TOKEN_BYTES:
@@ -110,21 +181,30 @@ class OwnerCredential:
             raise RunDirError(f"cannot write the owner credential {path}: {exc}") from None
         return cls(secret)
 
-    def authorize(self, metadata: Metadata, method: str) -> Principal:
-        presented = presented_credential(metadata)
+    def verify(self, presented: bytes, method: str) -> OwnerCall:
+        """The owner's call if ``presented`` is this run's credential."""
         if not hmac.compare_digest(presented, self._secret):
             raise CredentialRefused(
                 f"credential not accepted for {method} (the core makes a new owner "
                 "credential at every start: read run/owner.token again)"
             )
-        return Principal.the_owner()
+        return OwnerCall()
+
+    def authorize(self, metadata: Metadata, method: str) -> OwnerCall:
+        scheme, presented = presented_credential(metadata)
+        if scheme != OWNER_SCHEME:
+            raise CredentialRefused(f"{method} accepts only the owner credential here")
+        return self.verify(presented, method)
 
 
 __all__ = [
     "AUTH_KEY",
-    "AUTH_SCHEME",
+    "OWNER_SCHEME",
+    "Admission",
     "Authorizer",
+    "Caller",
     "Metadata",
+    "OwnerCall",
     "OwnerCredential",
     "Principal",
     "presented_credential",

@@ -5,7 +5,9 @@ runs grpcio's synchronous server on a thread pool; each call is
 authenticated, decoded and checked on its server thread, then handed to the
 trio loop with ``trio.from_thread.run_sync``, so every handler (and so every
 ledger and kernel access) runs on the trio thread, one at a time: the single
-writer (INV-4) needs no lock. Server-streaming calls fetch each batch the
+writer (INV-4) needs no lock. The authorizer's last step (what reads kernel
+state: a token's revocation, budget, trust) runs there too, just before the
+handler (naga_core.daemon._auth). Server-streaming calls fetch each batch the
 same way with ``trio.from_thread.run`` and wait on the loop, not in the
 thread.
 
@@ -30,9 +32,9 @@ import grpc
 import trio
 from google.protobuf.message import DecodeError, Message
 
-from naga_core.daemon._auth import Authorizer, Principal
+from naga_core.daemon._auth import Admission, Authorizer, Principal
 from naga_core.daemon._errors import CoreStopping, RequestRefused, RunDirError
-from naga_core.daemon._status import is_fatal, status_of
+from naga_core.daemon._status import is_fatal, status_of, trailers_of
 from naga_core.errors import NagaError
 
 log = logging.getLogger("naga.core")
@@ -129,6 +131,7 @@ class Bridge:
             ("grpc.max_send_message_length", max_response_bytes),
         ]
         self._handlers: list[grpc.GenericRpcHandler] = []
+        self._served: list[str] = []
         self._open_streams: dict[str, int] = {}
         self._streams_lock = threading.Lock()
 
@@ -137,11 +140,17 @@ class Bridge:
         table: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
         for m in methods:
             full = f"/{service}/{m.name}"
+            self._served.append(full)
             if isinstance(m, Unary):
                 table[m.name] = grpc.unary_unary_rpc_method_handler(self._unary(m, full))
             else:
                 table[m.name] = grpc.unary_stream_rpc_method_handler(self._stream(m, full))
         self._handlers.append(grpc.method_handlers_generic_handler(service, table))
+
+    @property
+    def served(self) -> tuple[str, ...]:
+        """The full names of the methods added so far."""
+        return tuple(self._served)
 
     # --- serving -------------------------------------------------------------------
 
@@ -210,17 +219,26 @@ class Bridge:
             self._hop(self._on_settled)
 
     def _admit(
-        self, context: grpc.ServicerContext, full: str, request: type[Req], raw: bytes
-    ) -> tuple[Principal, Req]:
-        principal = self._authorizer.authorize(context.invocation_metadata(), full)
-        return principal, _decode(request, raw)
+        self, context: grpc.ServicerContext, full: str, m: Unary[Any] | Stream[Any], raw: bytes
+    ) -> tuple[Admission, Any]:
+        """The server thread's part: who calls (before decoding, so garbage
+        from a stranger is UNAUTHENTICATED, not INVALID_ARGUMENT), the
+        request, its field rules, and the pure checks of the caller against it."""
+        caller = self._authorizer.authorize(context.invocation_metadata(), full)
+        request = _decode(m.request, raw)
+        m.check(request)
+        return caller.check(request), request
+
+    @staticmethod
+    def _admitted(admission: Admission, fn: Callable[[Principal, Req], Any], request: Req) -> Any:
+        # On the loop: the checks that read kernel state, then the handler.
+        return fn(admission.admit(), request)
 
     def _unary(self, m: Unary[Any], full: str) -> Callable[[bytes, grpc.ServicerContext], bytes]:
         def behave(raw: bytes, context: grpc.ServicerContext) -> bytes:
             try:
-                principal, request = self._admit(context, full, m.request, raw)
-                m.check(request)
-                response: Message = self._hop(m.handle, principal, request)
+                admission, request = self._admit(context, full, m, raw)
+                response: Message = self._hop(self._admitted, admission, m.handle, request)
                 self._settle_ledger()
                 return response.SerializeToString()
             except NagaError as exc:
@@ -240,11 +258,10 @@ class Bridge:
         def behave(raw: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
             entered = False
             try:
-                principal, request = self._admit(context, full, m.request, raw)
-                m.check(request)
+                admission, request = self._admit(context, full, m, raw)
                 self._enter_stream(m)
                 entered = True
-                cursor: Cursor = self._hop(m.open, principal, request)
+                cursor: Cursor = self._hop(self._admitted, admission, m.open, request)
                 call = _StreamCall()
                 context.add_callback(lambda: self._cancel_soon(call))
                 while True:
@@ -303,6 +320,9 @@ def _decode(cls: type[Req], raw: bytes) -> Req:
 
 def _abort(context: grpc.ServicerContext, exc: NagaError) -> None:
     code, message = status_of(exc)
+    trailers = trailers_of(exc)
+    if trailers:
+        context.set_trailing_metadata(trailers)
     context.abort(code, message)
 
 

@@ -1,4 +1,7 @@
-"""``naga.v1.LedgerService``: the ledger's read side, and Subscribe."""
+"""``naga.v1.LedgerService``: the ledger's read side, and Subscribe.
+
+A Subscribe stream shows a token holder only the record kinds its role may
+see (``_policy.VISIBLE_KINDS``), whatever kinds it asks for."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from naga_core.daemon._auth import Principal
 from naga_core.daemon._bridge import Method, Stream, Unary
 from naga_core.daemon._core import Core
 from naga_core.daemon._errors import CoreStopping, RequestRefused
+from naga_core.daemon._policy import VISIBLE_KINDS
 from naga_core.ledger import Record
 
 SERVICE = "naga.v1.LedgerService"
@@ -59,7 +63,7 @@ class LedgerServicer:
 
     def get_records(self, _p: Principal, req: lpb.GetRecordsRequest) -> lpb.GetRecordsResponse:
         limit = _checks.page_limit("limit", req.limit, default=RECORDS_DEFAULT)
-        records = _page(self._core, req.from_seq, limit, kinds=frozenset())[0]
+        records = _page(self._core, req.from_seq, limit, kinds=None)[0]
         return lpb.GetRecordsResponse(records=records)
 
     def prove_inclusion(self, _p: Principal, req: lpb.ProveInclusionRequest) -> lpb.InclusionProof:
@@ -94,15 +98,24 @@ class LedgerServicer:
             path=ledger.prove_consistency(req.old_size, req.new_size),
         )
 
-    def subscribe(self, _p: Principal, req: lpb.SubscribeRequest) -> _Subscription:
+    def subscribe(self, p: Principal, req: lpb.SubscribeRequest) -> _Subscription:
         _checks.seq_at_most("from_seq", req.from_seq, self._core.ledger.size)
-        return _Subscription(self._core, req.from_seq, frozenset(req.kinds))
+        return _Subscription(self._core, req.from_seq, visible_kinds(p, frozenset(req.kinds)))
+
+
+def visible_kinds(p: Principal, asked: frozenset[str]) -> frozenset[str] | None:
+    """The kinds a stream shows ``p`` when it asks for ``asked`` (empty: all
+    it may see); None means every kind."""
+    visible = None if p.owner else VISIBLE_KINDS.get(p.role, frozenset())
+    if visible is None:
+        return asked or None
+    return asked & visible if asked else visible
 
 
 class _Subscription:
     """One Subscribe stream's position; the bridge pulls batches from it."""
 
-    def __init__(self, core: Core, next_seq: int, kinds: frozenset[str]) -> None:
+    def __init__(self, core: Core, next_seq: int, kinds: frozenset[str] | None) -> None:
         self._core = core
         self._next = next_seq
         self._kinds = kinds
@@ -123,10 +136,11 @@ class _Subscription:
 
 
 def _page(
-    core: Core, from_seq: int, limit: int, *, kinds: frozenset[str]
+    core: Core, from_seq: int, limit: int, *, kinds: frozenset[str] | None
 ) -> tuple[list[lpb.Record], int]:
     """Records from ``from_seq`` (at most ``limit``, and about
-    RECORDS_PAGE_MAX_BYTES, at least one), filtered by kind; and the next seq."""
+    RECORDS_PAGE_MAX_BYTES, at least one), of ``kinds`` (None: any); and
+    the next seq."""
     ledger = core.ledger
     end = ledger.size
     out: list[lpb.Record] = []
@@ -136,7 +150,7 @@ def _page(
     while seq < end and scanned < limit:
         rec: Record = ledger.read(seq)
         scanned += 1
-        if not kinds or rec.kind in kinds:
+        if kinds is None or rec.kind in kinds:
             n = len(rec.payload) + 32 * len(rec.blob_refs)
             if out and size + n > RECORDS_PAGE_MAX_BYTES:
                 break

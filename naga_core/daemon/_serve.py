@@ -1,23 +1,32 @@
-"""The core's main: take the home, open the ledger and kernel, serve, stop.
+"""The core's main and composition root: take the home, open the ledger and
+kernel, build the token authority, serve, stop.
 
 Order matters and is the point of this module:
 
 1. the home and ``run/`` (0700) exist; the socket path fits;
 2. ``run/core.lock`` is taken (a second core stops here, naming the first's
    pid), ``run/core.pid`` written, and only then a stale socket removed;
-3. a fresh owner credential is written (0600);
-4. the ledger is opened (recovering a torn tail) and the kernel replayed;
+3. a fresh owner credential is written (0600); the token root key is read
+   (``keys/token.key``, created 0600 on the first start);
+4. the ledger is opened (recovering a torn tail; systemd is asked for more
+   start-up time while that runs) and the kernel replayed, with the
+   authorization ratchets (a rollback cannot un-revoke a token or refund a
+   budget without the owner);
 5. the server binds with a umask that makes the socket 0600 from its first
-   instant, and starts; readiness is ``task_status.started(CoreInfo)``;
-6. on SIGTERM/SIGINT, a Shutdown call or a fatal ledger error: stop
-   accepting, let calls in flight finish (grace), close the ledger, remove
-   the socket, pid file and credential, release the lock.
+   instant, and starts; readiness is ``task_status.started(CoreInfo)`` and,
+   under systemd, ``READY=1`` (watchdog pings run from the start);
+6. on SIGTERM/SIGINT, a Shutdown call or a fatal ledger error: ``STOPPING=1``,
+   stop accepting, let calls in flight finish (grace), close the ledger,
+   remove the socket, pid file and credential, release the lock.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import trio
@@ -29,13 +38,23 @@ from naga.constants import (
     SHUTDOWN_GRACE_S,
 )
 from naga_core._home import Home
+from naga_core._sdnotify import Notifier, NotifyFailed, extending_timeout, run_watchdog
 from naga_core._store import open_ledger, projection_path
-from naga_core.daemon import _kernel_service, _ledger_service, _supervisor_service
-from naga_core.daemon._auth import Authorizer, OwnerCredential
+from naga_core.authz import AUTHZ_RATCHETS, TokenAuthority, ViolationPolicy, load_token_key
+from naga_core.daemon import (
+    _authz_service,
+    _kernel_service,
+    _ledger_service,
+    _supervisor_service,
+)
+from naga_core.daemon._auth import OwnerCredential
 from naga_core.daemon._bridge import Bridge
 from naga_core.daemon._core import Core, CoreInfo
+from naga_core.daemon._credentials import CoreAuthorizer
+from naga_core.daemon._errors import DaemonError
+from naga_core.daemon._policy import POLICY
 from naga_core.daemon._rundir import RunDir
-from naga_core.kernel import Actions, open_kernel
+from naga_core.kernel import RATCHETS, Actions, Kernel
 from naga_core.ledger import Ledger, Projection
 
 log = logging.getLogger("naga.core")
@@ -43,13 +62,19 @@ log = logging.getLogger("naga.core")
 
 @dataclass(frozen=True, slots=True)
 class CoreConfig:
-    """How to run one core. ``handle_signals`` only in a process's main thread."""
+    """How to run one core. ``handle_signals`` only in a process's main
+    thread. ``clock`` (Unix ns) is what token expiry is checked against.
+    ``notifier``/``watchdog_ns`` come from systemd's environment
+    (``_sdnotify.take_notify_environ``); None outside systemd."""
 
     home: Home
     handle_signals: bool = False
     grace_s: float = SHUTDOWN_GRACE_S
     threads: int = CORE_RPC_THREADS
     actions: Actions = field(default_factory=Actions)
+    clock: Callable[[], int] = time.time_ns
+    notifier: Notifier | None = None
+    watchdog_ns: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,27 +91,32 @@ async def serve_core(
     """Serve the home's core until asked to stop; see the module doc for the order."""
     rundir = RunDir(config.home)
     rundir.prepare()
-    with rundir.locked():
+    notifier = config.notifier
+    with rundir.locked(), contextlib.ExitStack() as stack:
         credential = OwnerCredential.create(rundir.token_path)
-        with open_ledger(config.home, create=True) as ledger:
+        key = load_token_key(config.home, create=True)
+        if notifier is not None:
+            notifier.status("opening the ledger")
+        with extending_timeout(notifier):
+            ledger = stack.enter_context(open_ledger(config.home, create=True))
             _catch_up_projection(config.home, ledger)
-            kernel = open_kernel(ledger, config.actions)
-            for line in kernel.recovered:
-                log.info("kernel recovery: %s", line)
-            core = Core(home=config.home, socket=rundir.socket_path, ledger=ledger, kernel=kernel)
-            await _serve(core, rundir, credential, config, task_status)
-            if core.failure is None:
-                _catch_up_projection(config.home, ledger)
+            kernel = Kernel.open(ledger, config.actions, ratchets=(*RATCHETS, *AUTHZ_RATCHETS))
+        for line in kernel.recovered:
+            log.info("kernel recovery: %s", line)
+        core = Core(home=config.home, socket=rundir.socket_path, ledger=ledger, kernel=kernel)
+        authorizer = CoreAuthorizer(
+            owner=credential,
+            authority=TokenAuthority.over_kernel(kernel, key, clock=config.clock),
+            violations=ViolationPolicy.over(kernel),
+            write=core.write,
+        )
+        await _serve(core, rundir, authorizer, config, task_status)
+        if core.failure is None:
+            _catch_up_projection(config.home, ledger)
     return CoreExit(core.stop_reason, failed=core.failure is not None)
 
 
-async def _serve(
-    core: Core,
-    rundir: RunDir,
-    authorizer: Authorizer,
-    config: CoreConfig,
-    task_status: trio.TaskStatus[CoreInfo],
-) -> None:
+def _bridge(core: Core, authorizer: CoreAuthorizer, config: CoreConfig) -> Bridge:
     bridge = Bridge(
         authorizer=authorizer,
         on_fatal=core.fail,
@@ -99,14 +129,42 @@ async def _serve(
     bridge.add(_kernel_service.SERVICE, _kernel_service.KernelServicer(core).methods())
     bridge.add(_ledger_service.SERVICE, _ledger_service.LedgerServicer(core).methods())
     bridge.add(_supervisor_service.SERVICE, _supervisor_service.SupervisorServicer(core).methods())
+    bridge.add(_authz_service.SERVICE, _authz_service.AuthzServicer(core, authorizer).methods())
+    unruled = sorted(set(bridge.served) - set(POLICY))
+    if unruled:  # every call to them would be refused; say so at once instead
+        raise DaemonError(f"methods without an access rule in _policy.POLICY: {unruled}")
+    return bridge
+
+
+async def _serve(
+    core: Core,
+    rundir: RunDir,
+    authorizer: CoreAuthorizer,
+    config: CoreConfig,
+    task_status: trio.TaskStatus[CoreInfo],
+) -> None:
+    bridge = _bridge(core, authorizer, config)
+    notifier = config.notifier
     async with trio.open_nursery() as nursery:
         if config.handle_signals:
             await nursery.start(_stop_on_signals, core)
+        if notifier is not None and config.watchdog_ns is not None:
+            await nursery.start(run_watchdog, notifier, config.watchdog_ns)
         async with bridge.serving(rundir.address, grace=config.grace_s):
             rundir.secure_socket()
             log.info("naga-core serving on %s (pid %d)", rundir.address, core.pid)
             task_status.started(core.info)
+            if notifier is not None:
+                # After start(): the socket is bound and answering.
+                notifier.ready(
+                    status=f"serving on {rundir.address}; ledger {core.ledger.size} records"
+                )
             await core.stopping.wait()
+            if notifier is not None:
+                try:
+                    notifier.stopping(status=f"stopping: {core.stop_reason}")
+                except NotifyFailed as exc:  # stopping cleanly matters more
+                    log.warning("%s", exc)
         nursery.cancel_scope.cancel()
 
 

@@ -25,6 +25,7 @@ from naga_core._doctor import (
 )
 from naga_core._home import Home
 from tests.cli.conftest import Cli, LedgerHome, naga_command
+from tests.daemon.conftest import start_core_process
 
 # --- fixtures -----------------------------------------------------------------------
 
@@ -141,10 +142,12 @@ def test_a_healthy_home_passes_every_check(home: LedgerHome, free_port: int) -> 
     assert [r.name for r in results] == [
         "home permissions",
         "key files",
+        "token key",
         "credentials",
         "ledger",
         "run directory",
         "core process",
+        "core answers",
         "webchat port",
     ]
     assert [r for r in results if not r.ok] == []
@@ -205,6 +208,21 @@ def test_token_key_is_checked_when_present(home: LedgerHome) -> None:
     assert "ledger.key, token.key" in result.detail
     os.chmod(token, 0o640)
     assert_fails(check(home, "key files"), re.escape(f"{token} is 0640"))
+
+
+def test_the_token_key_is_what_the_core_would_accept(home: LedgerHome) -> None:
+    token = Path(home.home.keys_dir) / "token.key"
+    assert check(home, "token key").detail.startswith(f"no {token} yet")
+    token.write_bytes(b"k" * 32)
+    os.chmod(token, 0o600)
+    assert check(home, "token key").detail == (
+        f"{token} is 0600, 32 bytes, yours: capability tokens can be checked"
+    )
+    os.chmod(token, 0o644)
+    assert_fails(check(home, "token key"), re.escape(f"{token} has mode 0644; it must be 0600"))
+    os.chmod(token, 0o600)
+    token.write_bytes(b"k" * 31)
+    assert_fails(check(home, "token key"), "holds 31 bytes; a token root key is exactly 32")
 
 
 def test_missing_ledger_key_fails(home: LedgerHome) -> None:
@@ -319,6 +337,26 @@ def test_running_core(home: LedgerHome, procs: Processes) -> None:
     assert result.detail == f"running (pid {pid}), serving {run_dir(home) / 'core.sock'}"
 
 
+def test_a_live_core_answers_status_through_the_sdk(tmp_path: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="naga-dc-") as d:
+        home = os.path.join(d, "home")
+        core = start_core_process(home, tmp_path / "core.log")
+        try:
+            result = check(Home(home), "core answers")
+            assert result.ok, result
+            assert result.detail.startswith(f"core pid {core.pid} answers Status: ledger ")
+            assert check(Home(home), "token key").ok  # created by the core at its start
+        finally:
+            core.proc.terminate()
+            assert core.proc.wait(30) == 0
+        assert check(Home(home), "core answers").detail.startswith("no live core to ask")
+
+
+def test_a_live_core_that_does_not_answer_fails(home: LedgerHome, procs: Processes) -> None:
+    pid = core_running(home, procs)  # a Naga process and a socket nobody listens on
+    assert_fails(check(home, "core answers"), f"core pid {pid} does not answer Status: ")
+
+
 def test_stale_socket_and_pid_file_fail(home: LedgerHome, procs: Processes) -> None:
     run = run_dir(home)
     bind_socket(run / "core.sock")
@@ -411,7 +449,7 @@ def _by_name(doc: dict[str, object]) -> dict[str, dict[str, object]]:
 def test_doctor_command_lines_and_exit_code(cli: Cli, home: LedgerHome) -> None:
     out = cli("doctor", "--home", home.root)
     lines = out.out.splitlines()
-    assert len(lines) == 8
+    assert len(lines) == 10
     assert lines[0] == f"ok   home permissions: {home.root} is 0700, owned by you"
     assert all(re.match(r"(ok   |FAIL )[a-z ]+: ", line) for line in lines[:-1])
     # 127.0.0.1:18789 belongs to this machine, not the test: judge it apart.
@@ -419,7 +457,7 @@ def test_doctor_command_lines_and_exit_code(cli: Cli, home: LedgerHome) -> None:
     assert others_ok, lines
     webchat_ok = lines[-2].startswith("ok   webchat port: 127.0.0.1:18789 is ")
     assert out.code == (0 if webchat_ok else 1)
-    assert lines[-1] == ("all 7 checks passed" if webchat_ok else "1 of 7 checks failed")
+    assert lines[-1] == ("all 9 checks passed" if webchat_ok else "1 of 9 checks failed")
 
     os.chmod(home.home.signing_key_path, 0o640)
     bad = cli("doctor", "--home", home.root, "--json")

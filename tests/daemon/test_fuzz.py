@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from naga.sdk import owner_credential
+from naga.v1 import authz_pb2 as apb
 from naga.v1 import core_pb2 as cpb
 from naga.v1 import kernel_pb2 as kpb
 from naga.v1 import ledger_pb2 as lpb
@@ -42,7 +43,11 @@ UNARY = [
     "/naga.v1.LedgerService/ProveInclusion",
     "/naga.v1.LedgerService/ProveConsistency",
     "/naga.v1.SupervisorService/Status",
+    "/naga.v1.AuthzService/Mint",
+    "/naga.v1.AuthzService/Revoke",
+    "/naga.v1.AuthzService/Inspect",
     # Shutdown is left out: any bytes that decode would (rightly) stop the core.
+    # Spawn and Spend take a token, not the owner: tests/daemon/test_token_fuzz.py.
 ]
 SUBSCRIBE = "/naga.v1.LedgerService/Subscribe"
 
@@ -207,6 +212,24 @@ REQUESTS: list[tuple[str, st.SearchStrategy[Message]]] = [
         "/naga.v1.SupervisorService/Shutdown",
         st.builds(cpb.ShutdownRequest, reason=st.just("x" * 501)),
     ),
+    (
+        "/naga.v1.AuthzService/Mint",
+        st.builds(
+            apb.MintRequest,
+            role=_text | st.sampled_from(["executor", "gateway"]),
+            trust=st.integers(-(2**31), 2**31 - 1),
+            risk=st.integers(-(2**31), 2**31 - 1),
+            session=_text,
+            principal=_text,
+            budget=_u64,
+            ttl_ns=_u64,
+        ),
+    ),
+    (
+        "/naga.v1.AuthzService/Revoke",
+        st.builds(apb.RevokeRequest, token_id=st.binary(max_size=40), reason=_text),
+    ),
+    ("/naga.v1.AuthzService/Inspect", st.builds(apb.InspectRequest, token=st.binary(max_size=600))),
 ]
 
 

@@ -16,10 +16,13 @@ import trio.testing
 
 from naga_core._sdnotify import (
     MAX_MESSAGE_BYTES,
+    NOTIFY_VARIABLES,
     Notifier,
     NotifyEnvironmentInvalid,
     NotifyFailed,
+    extending_timeout,
     run_watchdog,
+    take_notify_environ,
     watchdog_interval_ns,
 )
 
@@ -286,4 +289,49 @@ def test_watchdog_refuses_a_non_positive_interval(path_receiver: Receiver) -> No
 
     with pytest.raises(ValueError, match="must be positive, got 0 ns"):
         trio.run(main)
+    assert path_receiver.pending() == []
+
+
+# --- the environment children inherit, and start-up time -------------------------------
+
+
+def test_taking_the_notify_environment_removes_it(path_receiver: Receiver) -> None:
+    env = {
+        "NOTIFY_SOCKET": path_receiver.env["NOTIFY_SOCKET"],
+        "WATCHDOG_USEC": "30000000",
+        "WATCHDOG_PID": str(os.getpid()),
+        "PATH": "/bin",
+    }
+    taken = take_notify_environ(env)
+    assert taken.watchdog_ns == 30 * 10**9
+    assert taken.notifier is not None
+    taken.notifier.ready()
+    assert path_receiver.take() == b"READY=1"
+    assert env == {"PATH": "/bin"}
+    assert take_notify_environ(env).notifier is None  # nothing left to inherit
+
+
+def test_a_garbled_notify_environment_is_refused_and_left_as_it_was() -> None:
+    env = {"NOTIFY_SOCKET": "relative/path", "WATCHDOG_USEC": "1"}
+    with pytest.raises(NotifyEnvironmentInvalid, match="neither an absolute path"):
+        take_notify_environ(env)
+    assert set(env) == {"NOTIFY_SOCKET", "WATCHDOG_USEC"}
+    assert set(NOTIFY_VARIABLES) >= set(env)
+
+
+def test_start_up_time_is_extended_while_the_block_runs_up_to_a_cap(
+    path_receiver: Receiver,
+) -> None:
+    # Binary-exact steps: the cap allows exactly three extensions.
+    with extending_timeout(path_receiver.notifier(), every_s=0.0625, by_s=2, at_most_s=0.1875):
+        got = [path_receiver.take() for _ in range(3)]
+    assert got == [b"EXTEND_TIMEOUT_USEC=2000000"] * 3
+    assert path_receiver.pending() == []  # the thread was joined; nothing more
+
+
+def test_a_short_block_asks_for_nothing(path_receiver: Receiver) -> None:
+    with extending_timeout(path_receiver.notifier(), every_s=30):
+        pass
+    with extending_timeout(None):
+        pass
     assert path_receiver.pending() == []

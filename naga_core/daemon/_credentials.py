@@ -1,0 +1,187 @@
+"""The core's authorizer: the owner credential or a capability token on
+every call, checked against the method's rule (naga_core.daemon._policy).
+
+Where each check runs (docs/design/architecture.md, "Checking a call"):
+
+* server thread, before decoding: the credential's scheme and base64; the
+  owner credential's comparison; a token's size, parse and HMAC chain
+  (``TokenAuthority.authenticate``). Pure: the key and nothing else.
+* server thread, after decoding: the token's caveats against the call
+  (expiry, the method's roles, the session and tool the request names, the
+  method's risk; ``TokenAuthority.check``). Pure: the clock and the request.
+* the core's trio loop, before the handler: revocation, budget left and the
+  principal's current trust (``TokenAuthority.settle``), which read kernel
+  state; and recording a violation (``ViolationPolicy``), which writes it.
+  Refusals keep the authority's order: revocation before what the pure
+  checks found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from google.protobuf.message import Message
+
+from naga.tokens import RejectReason, RoleIs, SessionIs, Token
+from naga_core.authz import (
+    Checked,
+    InvalidRequest,
+    TokenAuthority,
+    TokenRejected,
+    ViolationPolicy,
+)
+from naga_core.daemon._auth import (
+    OWNER_SCHEME,
+    Caller,
+    Metadata,
+    OwnerCall,
+    OwnerCredential,
+    Principal,
+    presented_credential,
+)
+from naga_core.daemon._errors import CredentialRefused, RequestRefused
+from naga_core.daemon._policy import POLICY, Rule
+
+T = TypeVar("T")
+#: Runs a kernel write on the loop (``Core.write``: subscribers see it).
+Write = Callable[[Callable[[], T]], T]
+
+# A token naming no role (the core never mints one) is checked as this role,
+# which no rule admits.
+_NO_ROLE = "none"
+
+
+class CoreAuthorizer:
+    """Owner credential or capability token, against the policy table."""
+
+    def __init__(
+        self,
+        *,
+        owner: OwnerCredential,
+        authority: TokenAuthority,
+        violations: ViolationPolicy,
+        write: Write[object],
+        policy: Mapping[str, Rule] = POLICY,
+    ) -> None:
+        self._owner = owner
+        self.authority = authority
+        self._violations = violations
+        self._write = write
+        self._policy = policy
+
+    def rule(self, method: str) -> Rule:
+        rule = self._policy.get(method)
+        if rule is None:  # fail closed: a method nobody wrote a rule for
+            raise CredentialRefused(f"{method} has no access rule; the core refuses it")
+        return rule
+
+    def authorize(self, metadata: Metadata, method: str) -> Caller:
+        rule = self.rule(method)
+        scheme, presented = presented_credential(metadata)
+        name = method.rsplit("/", 1)[-1]
+        if scheme == OWNER_SCHEME:
+            call = self._owner.verify(presented, method)
+            if not rule.owner:
+                raise RequestRefused.denied(
+                    f"{name} is for capability token holders ({rule.callers()}), not the "
+                    "owner credential"
+                )
+            return call
+        token = self.authority.authenticate(presented)
+        return TokenCaller(self, name, rule, token)
+
+    def observe(self, rejected: TokenRejected) -> None:
+        """Count ``rejected`` against its principal if it is a violation
+        (INV-6: enough of them lower the principal's trust). On the loop."""
+        if rejected.principal is not None and rejected.reason.is_violation:
+            self._write(lambda: self._violations.observe(rejected))
+
+
+@dataclass(frozen=True, slots=True)
+class TokenCaller:
+    """A call presenting a token whose chain verified."""
+
+    authorizer: CoreAuthorizer
+    method: str
+    rule: Rule
+    token: Token
+
+    def check(self, request: Message) -> TokenAdmission:
+        rule, authority = self.rule, self.authorizer.authority
+        role = own_role(self.token)
+        role_refusal: tuple[RejectReason, str] | None = None
+        if role not in rule.roles:
+            role_refusal = (
+                RejectReason.WRONG_ROLE,
+                f"{self.method} is not open to a {role!r} token (it is for {rule.callers()})",
+            )
+        session = _text(request, rule.session)
+        if session is None:
+            # A call that acts in no session (GetHead, Status, Inspect) is
+            # not "another session": it is checked as the token's own.
+            session = own_session(self.token)
+        try:
+            checked_request = authority.request(
+                role,
+                session=session,
+                tool=_text(request, rule.tool),
+                risk=rule.risk,
+                budget=_amount(request, rule.amount),
+            )
+        except InvalidRequest as exc:
+            raise RequestRefused.invalid(str(exc)) from None
+        checked = authority.check(self.token, checked_request, role_refusal=role_refusal)
+        return TokenAdmission(self.authorizer, checked)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenAdmission:
+    authorizer: CoreAuthorizer
+    checked: Checked
+
+    def admit(self) -> Principal:
+        try:
+            grant = self.authorizer.authority.settle(self.checked)
+        except TokenRejected as exc:
+            self.authorizer.observe(exc)
+            raise
+        return Principal.holder(grant)
+
+
+def own_role(token: Token) -> str:
+    """The role ``token`` names. With several (a holder may add caveats), the
+    first in order: the others then refuse every call anyway."""
+    roles = sorted(c.role for c in token.caveats if isinstance(c, RoleIs))
+    return roles[0] if roles else _NO_ROLE
+
+
+def own_session(token: Token) -> str | None:
+    """The session ``token`` is bound to (None: any); with several, as for roles."""
+    sessions = sorted(c.session for c in token.caveats if isinstance(c, SessionIs))
+    return sessions[0] if sessions else None
+
+
+def _text(request: Message, field: str | None) -> str | None:
+    if field is None or not request.HasField(field):
+        return None
+    value: str = getattr(request, field)
+    return value
+
+
+def _amount(request: Message, field: str | None) -> int:
+    if field is None:
+        return 0
+    value: int = getattr(request, field)
+    return value
+
+
+__all__ = [
+    "CoreAuthorizer",
+    "OwnerCall",
+    "TokenAdmission",
+    "TokenCaller",
+    "own_role",
+    "own_session",
+]
