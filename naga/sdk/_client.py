@@ -17,11 +17,10 @@ from naga.sdk._transport import StreamCall, Transport, unavailable
 from naga.tokens import CAPABILITY_SCHEME, Risk, Token, TokenError, TrustLevel
 from naga.v1 import authz_pb2 as apb
 from naga.v1 import core_pb2 as cpb
-from naga.v1 import kernel_pb2 as kpb
 from naga.v1 import ledger_pb2 as lpb
+from naga.values import Scalar, to_value
 
 R = TypeVar("R", bound=Message)
-Scalar = str | int | float | bool | bytes
 
 _KERNEL = "/naga.v1.KernelService/"
 _LEDGER = "/naga.v1.LedgerService/"
@@ -223,7 +222,7 @@ class Client:
         self, name: str, value: Scalar, *, timeout: float | None = None
     ) -> cpb.SetSettingResponse:
         """Set a typed value (it must be of the setting's kind)."""
-        req = cpb.SetSettingRequest(name=name, value=_value(value))
+        req = cpb.SetSettingRequest(name=name, value=to_value(value))
         return self._set(req, timeout)
 
     def set_setting_text(
@@ -413,19 +412,6 @@ class Subscription:
                 yield lpb.SubscribeEvent.FromString(raw)
             except DecodeError as exc:
                 raise errors.CoreFailure(f"Subscribe: undecodable event: {exc}") from None
-
-
-def _value(v: Scalar) -> kpb.Value:
-    # bool before int: bool is an int subclass.
-    if isinstance(v, bool):
-        return kpb.Value(flag=v)
-    if isinstance(v, int):
-        return kpb.Value(integer=v)
-    if isinstance(v, float):
-        return kpb.Value(real=v)
-    if isinstance(v, str):
-        return kpb.Value(text=v)
-    return kpb.Value(raw=v)
 
 
 def _b64(raw: bytes) -> str:

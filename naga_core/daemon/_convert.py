@@ -5,11 +5,10 @@ from __future__ import annotations
 from naga.v1 import core_pb2 as cpb
 from naga.v1 import kernel_pb2 as kpb
 from naga.v1 import ledger_pb2 as lpb
+from naga.values import Scalar, to_value
 from naga_core.daemon._errors import RequestRefused
 from naga_core.kernel import Change, RollbackPreview, SettingInfo, TrustLevel
 from naga_core.ledger import Record
-
-Scalar = str | int | float | bool | bytes
 
 _SETTING_KINDS = {
     "integer": cpb.SETTING_KIND_INTEGER,
@@ -29,16 +28,7 @@ _TRUST_FROM_PB = {v: k for k, v in _TRUST_TO_PB.items()}
 
 
 def value(v: Scalar) -> kpb.Value:
-    # bool before int: bool is an int subclass.
-    if isinstance(v, bool):
-        return kpb.Value(flag=v)
-    if isinstance(v, int):
-        return kpb.Value(integer=v)
-    if isinstance(v, float):
-        return kpb.Value(real=v)
-    if isinstance(v, str):
-        return kpb.Value(text=v)
-    return kpb.Value(raw=v)
+    return to_value(v)
 
 
 def scalar(field: str, v: kpb.Value) -> Scalar:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 
+from naga import values
 from naga.v1 import kernel_pb2 as pb
+from naga.values import Scalar
 from naga_core.errors import NagaError
 
-Scalar = str | int | float | bool | bytes
 Key = tuple[str, str]
 
 
@@ -22,28 +23,17 @@ class KernelError(NagaError):
 
 
 def to_value(value: Scalar) -> pb.Value:
-    # bool before int: bool is an int subclass.
-    if isinstance(value, bool):
-        return pb.Value(flag=value)
-    if isinstance(value, int):
-        if not -(1 << 63) <= value < (1 << 63):
-            raise KernelError(f"integer {value} does not fit 64 bits")
-        return pb.Value(integer=value)
-    if isinstance(value, float):
-        return pb.Value(real=value)
-    if isinstance(value, str):
-        return pb.Value(text=value)
-    if isinstance(value, bytes):  # pyright: ignore[reportUnnecessaryIsInstance]
-        return pb.Value(raw=value)
-    raise KernelError(f"unsupported value type {type(value).__name__}")
+    try:
+        return values.to_value(value)
+    except values.InvalidValue as exc:
+        raise KernelError(str(exc)) from None
 
 
 def from_value(value: pb.Value) -> Scalar:
-    which = value.WhichOneof("kind")
-    if which is None:
-        raise KernelError("value has no kind")
-    result: Scalar = getattr(value, which)
-    return result
+    try:
+        return values.from_value(value)
+    except values.InvalidValue as exc:
+        raise KernelError(str(exc)) from None
 
 
 def same_value(a: Scalar | None, b: Scalar | None) -> bool:
