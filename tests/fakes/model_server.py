@@ -177,10 +177,14 @@ class FakeModelServer:
         return len(self._replies)
 
     async def serve(
-        self, *, task_status: trio.TaskStatus[FakeModelServer] = trio.TASK_STATUS_IGNORED
+        self,
+        port: int = 0,
+        *,
+        task_status: trio.TaskStatus[FakeModelServer] = trio.TASK_STATUS_IGNORED,
     ) -> None:
+        """Listen on ``port`` (0: an ephemeral one) until cancelled."""
         async with trio.open_nursery() as nursery:
-            serve = partial(trio.serve_tcp, self._connection, 0, host="127.0.0.1")
+            serve = partial(trio.serve_tcp, self._connection, port, host="127.0.0.1")
             listeners = cast("list[trio.SocketListener]", await nursery.start(serve))
             self.port = cast("tuple[str, int]", listeners[0].socket.getsockname())[1]
             task_status.started(self)
@@ -331,10 +335,10 @@ async def _wait_for_hangup(stream: trio.SocketStream) -> None:
 
 
 @asynccontextmanager
-async def open_model_server() -> AsyncGenerator[FakeModelServer]:
+async def open_model_server(port: int = 0) -> AsyncGenerator[FakeModelServer]:
     """A running server for the body of the ``async with``."""
     async with trio.open_nursery() as nursery:
-        server = cast("FakeModelServer", await nursery.start(FakeModelServer().serve))
+        server = cast("FakeModelServer", await nursery.start(FakeModelServer().serve, port))
         try:
             yield server
         finally:
