@@ -8,7 +8,9 @@ from __future__ import annotations
 import email.utils
 import json
 import math
+import os
 import re
+import socket
 import time
 from collections.abc import Mapping
 from typing import Any, cast
@@ -172,6 +174,25 @@ def stream_error(
     return ServerFailed("reported an error in the middle of the stream", **common)
 
 
+def _reason(exc: BaseException) -> str:
+    """The innermost OS error's words ("Connection refused"), not the
+    wrappers' ("all attempts to connect to ... failed")."""
+    seen: BaseException | None = exc
+    for _ in range(10):  # cause chains are short; a cycle must not hang us
+        if seen is None:
+            break
+        if isinstance(seen, socket.gaierror) and seen.strerror:
+            return seen.strerror
+        if isinstance(seen, OSError) and seen.errno:
+            return os.strerror(seen.errno)
+        if isinstance(seen, BaseExceptionGroup):
+            group = cast("BaseExceptionGroup[BaseException]", seen)
+            seen = group.exceptions[0]
+        else:
+            seen = seen.__cause__ or seen.__context__
+    return str(exc) or type(exc).__name__
+
+
 def transport_failure(
     endpoint: Endpoint,
     timeouts: Timeouts,
@@ -184,7 +205,7 @@ def transport_failure(
     """The error for an httpx exception; ``answered`` once the status line
     arrived (a failure after it is a cut or a stall, not a refusal)."""
     provider = endpoint.provider
-    reason = str(exc) or type(exc).__name__
+    reason = _reason(exc)
     if isinstance(exc, httpx.ConnectTimeout):
         return Unreachable(
             f"cannot connect to {endpoint.host}: no answer within {timeouts.connect_s:g} s",
