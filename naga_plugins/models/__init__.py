@@ -13,11 +13,11 @@ from naga_plugins.models._adapter import (
     MAX_ERROR_BODY_BYTES,
     MAX_RESPONSE_BYTES,
     ModelAdapter,
-    OnChunk,
     Transport,
 )
 from naga_plugins.models._anthropic import ANTHROPIC_VERSION
 from naga_plugins.models._assemble import Assembler
+from naga_plugins.models._attempt import OnChunk
 from naga_plugins.models._config import Clock, Endpoint, RetryPolicy, Timeouts, TrioClock
 from naga_plugins.models._sse import SseDecoder, SseError, SseEvent
 from naga_plugins.models._textcalls import extract_text_tool_calls

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
 import httpx
@@ -23,7 +22,7 @@ import trio
 
 from naga.v1 import model_pb2
 from naga_plugins.models._anthropic import AnthropicDialect
-from naga_plugins.models._assemble import Assembler
+from naga_plugins.models._attempt import Attempt, OnChunk, add_calls, as_chunk, read_capped
 from naga_plugins.models._config import Clock, Endpoint, RetryPolicy, Timeouts, TrioClock
 from naga_plugins.models._dialect import Dialect, HttpCall, Malformed, StreamErrorEvent
 from naga_plugins.models._failures import Redactor, http_failure, stream_error, transport_failure
@@ -46,8 +45,6 @@ MAX_ERROR_BODY_BYTES = 64 << 10
 #: max_tokens sent to Anthropic, which requires one, when the request has 0.
 ANTHROPIC_DEFAULT_MAX_TOKENS = 4096
 
-OnChunk = Callable[[model_pb2.ChatChunk], Awaitable[None]]
-
 
 class Transport(Protocol):
     """httpcore's shape, as httpx's async transports implement it."""
@@ -55,35 +52,6 @@ class Transport(Protocol):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response: ...
 
     async def aclose(self) -> None: ...
-
-
-class _Attempt:
-    """What one HTTP attempt has received so far."""
-
-    def __init__(self, on_chunk: OnChunk | None) -> None:
-        self.on_chunk = on_chunk
-        self.assembler = Assembler()
-        self.sent_ns = time.perf_counter_ns()
-        self.first_chunk_ns = 0
-        self.answered = False
-
-    @property
-    def delivered(self) -> int:
-        return self.assembler.chunks
-
-    async def deliver(self, chunk: model_pb2.ChatChunk) -> None:
-        if not self.first_chunk_ns:
-            self.first_chunk_ns = time.perf_counter_ns()
-        self.assembler.add(chunk)
-        if self.on_chunk is not None:
-            await self.on_chunk(chunk)
-
-    def partial(self, provider: str) -> model_pb2.ChatResponse | None:
-        if self.on_chunk is None:
-            return None
-        response = self.assembler.response()
-        response.provider = provider
-        return response
 
 
 class ModelAdapter:
@@ -232,7 +200,7 @@ class ModelAdapter:
         attempt = 0
         while True:
             attempt += 1
-            state = _Attempt(on_chunk)
+            state = Attempt(on_chunk)
             try:
                 response = await self._attempt_by(deadline, call, request, state)
             except ModelCallFailed as error:
@@ -246,7 +214,7 @@ class ModelAdapter:
             return response
 
     def _retry_delay(
-        self, error: ModelCallFailed, attempt: int, state: _Attempt, deadline: float
+        self, error: ModelCallFailed, attempt: int, state: Attempt, deadline: float
     ) -> float | None:
         if not error.retryable or state.delivered or attempt >= self.retry.max_attempts:
             return None
@@ -270,7 +238,7 @@ class ModelAdapter:
         deadline: float,
         call: HttpCall,
         request: model_pb2.ChatRequest,
-        state: _Attempt,
+        state: Attempt,
     ) -> model_pb2.ChatResponse:
         remaining = deadline - self._clock.now()
         if remaining > 0:
@@ -285,7 +253,7 @@ class ModelAdapter:
     # --- one attempt -------------------------------------------------------------------
 
     async def _attempt(
-        self, call: HttpCall, request: model_pb2.ChatRequest, state: _Attempt
+        self, call: HttpCall, request: model_pb2.ChatRequest, state: Attempt
     ) -> model_pb2.ChatResponse:
         http_request = httpx.Request(
             "POST",
@@ -311,7 +279,7 @@ class ModelAdapter:
                 scope.shield = True
                 await http_response.aclose()
 
-    def _transport_failure(self, exc: httpx.TransportError, state: _Attempt) -> ModelCallFailed:
+    def _transport_failure(self, exc: httpx.TransportError, state: Attempt) -> ModelCallFailed:
         return transport_failure(
             self.endpoint,
             self.timeouts,
@@ -321,7 +289,7 @@ class ModelAdapter:
             partial=state.partial(self.endpoint.provider),
         )
 
-    def _bad(self, what: str, state: _Attempt) -> BadResponse:
+    def _bad(self, what: str, state: Attempt) -> BadResponse:
         return BadResponse(
             f"sent a malformed answer: {what}",
             provider=self.endpoint.provider,
@@ -329,11 +297,11 @@ class ModelAdapter:
         )
 
     async def _read_answer(
-        self, http_response: httpx.Response, request: model_pb2.ChatRequest, state: _Attempt
+        self, http_response: httpx.Response, request: model_pb2.ChatRequest, state: Attempt
     ) -> model_pb2.ChatResponse:
         status = http_response.status_code
         if not 200 <= status < 300:
-            body = await _read_capped(http_response, MAX_ERROR_BODY_BYTES, truncate=True)
+            body = await read_capped(http_response, MAX_ERROR_BODY_BYTES, truncate=True)
             raise http_failure(self.endpoint, status, http_response.headers, body, self._redact)
         content_type = http_response.headers.get("content-type", "")
         if state.on_chunk is not None and content_type.startswith("text/event-stream"):
@@ -342,12 +310,12 @@ class ModelAdapter:
             # A server that ignored "stream": true answers one JSON body; it
             # is delivered as one chunk.
             try:
-                body = await _read_capped(http_response, MAX_RESPONSE_BYTES, truncate=False)
+                body = await read_capped(http_response, MAX_RESPONSE_BYTES, truncate=False)
                 response = self._dialect.parse(body)
             except Malformed as exc:
                 raise self._bad(str(exc), state) from None
             if state.on_chunk is not None:
-                await state.deliver(_as_chunk(response))
+                await state.deliver(as_chunk(response))
         done_ns = time.perf_counter_ns()
         response.provider = self.endpoint.provider
         response.latency_us = (done_ns - state.sent_ns) // 1000
@@ -357,7 +325,7 @@ class ModelAdapter:
         return response
 
     async def _read_stream(
-        self, http_response: httpx.Response, state: _Attempt
+        self, http_response: httpx.Response, state: Attempt
     ) -> model_pb2.ChatResponse:
         sse = SseDecoder()
         decoder = self._dialect.stream_decoder()
@@ -390,7 +358,7 @@ class ModelAdapter:
         return state.assembler.response()
 
     async def _finish_tool_calls(
-        self, response: model_pb2.ChatResponse, request: model_pb2.ChatRequest, state: _Attempt
+        self, response: model_pb2.ChatResponse, request: model_pb2.ChatRequest, state: Attempt
     ) -> None:
         message = response.message
         if self._dialect.text_tool_calls and not message.tool_calls:
@@ -403,38 +371,8 @@ class ModelAdapter:
                     # The text deltas already carried the block; this chunk
                     # tells a streaming caller it was a call after all.
                     chunk = model_pb2.ChatChunk(finish_reason=response.finish_reason)
-                    _add_calls(chunk, calls)
+                    add_calls(chunk, calls)
                     await state.on_chunk(chunk)
         # Some servers (Ollama) say "stop" when the model called tools.
         if message.tool_calls and response.finish_reason == model_pb2.FINISH_REASON_STOP:
             response.finish_reason = model_pb2.FINISH_REASON_TOOL_CALLS
-
-
-def _as_chunk(response: model_pb2.ChatResponse) -> model_pb2.ChatChunk:
-    chunk = model_pb2.ChatChunk(
-        text_delta=response.message.content, finish_reason=response.finish_reason
-    )
-    _add_calls(chunk, response.message.tool_calls)
-    if response.HasField("usage"):
-        chunk.usage.CopyFrom(response.usage)
-    return chunk
-
-
-def _add_calls(chunk: model_pb2.ChatChunk, calls: Iterable[model_pb2.ToolCall]) -> None:
-    for n, call in enumerate(calls):
-        chunk.tool_calls.add(
-            index=n, id=call.id, name=call.name, arguments_fragment=call.arguments_json
-        )
-
-
-async def _read_capped(response: httpx.Response, limit: int, *, truncate: bool) -> bytes:
-    parts: list[bytes] = []
-    size = 0
-    async for piece in response.aiter_bytes():
-        size += len(piece)
-        if size > limit:
-            if truncate:
-                break
-            raise Malformed(f"the body is larger than {limit} bytes")
-        parts.append(piece)
-    return b"".join(parts)
