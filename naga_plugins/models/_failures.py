@@ -240,8 +240,9 @@ def transport_failure(
                 provider=provider,
                 retryable=True,
             )
+        where = f"after {chunks} chunks" if partial is not None else "before its end"
         return StreamCut(
-            f"the answer was cut after {chunks} chunks: {reason}",
+            f"the answer was cut {where}: {reason}",
             provider=provider,
             retryable=True,
             partial=partial,

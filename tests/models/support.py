@@ -17,8 +17,9 @@ from tests.fakes.model_server import FakeModelServer, open_model_server
 APIS = ("openai", "anthropic")
 #: Long enough to be found if it leaked into a message.
 API_KEY = "sk-test-4f9a2c51e07b4d3c"
-#: Short: the stall tests wait this long for real.
-FAST = Timeouts(connect_s=2.0, read_s=0.25, write_s=2.0, pool_s=2.0, deadline_s=60.0)
+#: Short: the stall tests wait read_s for real (long enough that a loaded
+#: machine does not turn a slow answer into a stall).
+FAST = Timeouts(connect_s=2.0, read_s=0.5, write_s=2.0, pool_s=2.0, deadline_s=60.0)
 RETRY = RetryPolicy(max_attempts=3, base_delay_s=0.5, max_delay_s=4.0, max_retry_after_s=30.0)
 
 

@@ -305,6 +305,7 @@ def test_a_non_streamed_body_cut_in_half_is_cut_after_the_retries(api: str) -> N
                 await r.adapter.complete(hi())
             assert caught.value.attempts == 3
             assert caught.value.partial is None
+            assert str(caught.value).startswith("fake: the answer was cut before its end: ")
 
     trio.run(main)
 
@@ -318,8 +319,8 @@ def test_a_stall_is_a_timeout_and_the_adapter_recovers(api: str) -> None:
             with pytest.raises(TimedOut) as caught:
                 await r.adapter.complete(hi())
             waited = time.monotonic() - started
-            assert 0.2 <= waited < 5
-            assert str(caught.value) == "fake: sent no answer for 0.25 s (the read timeout)"
+            assert 0.45 <= waited < 5
+            assert str(caught.value) == "fake: sent no answer for 0.5 s (the read timeout)"
             assert caught.value.attempts == 1  # the provider may be working on it: no resend
             assert (await r.adapter.complete(hi())).message.content == "awake"
 
@@ -335,7 +336,7 @@ def test_a_stall_mid_stream_is_a_timeout_with_the_partial_answer(api: str) -> No
             with pytest.raises(TimedOut) as caught:
                 await r.adapter.stream(hi(), chunks)
             error = caught.value
-            assert f"stalled: no data for 0.25 s after {len(chunks.got)} chunks" in str(error)
+            assert f"stalled: no data for 0.5 s after {len(chunks.got)} chunks" in str(error)
             assert error.partial is not None
             assert error.partial.message.content == chunks.text != ""
 
