@@ -36,6 +36,7 @@ proto: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/ledger_append.py --home $$(mktemp -d) --count 20000
 	$(BIN)/python bench/core_rpc.py
+	$(BIN)/python bench/model_request_bytes.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

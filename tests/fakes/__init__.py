@@ -1,0 +1,1 @@
+"""Fakes of the outside world that tests talk to over real sockets."""

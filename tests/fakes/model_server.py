@@ -1,0 +1,345 @@
+"""A fake model provider for tests: real HTTP/1.1 on 127.0.0.1 (an ephemeral
+port), speaking the OpenAI-compatible chat completions API under
+``/v1/chat/completions`` and the Anthropic messages API under
+``/v1/messages``.
+
+A test scripts the replies in order (:class:`Reply`: text, tool calls,
+errors, malformed bodies, cut or stalled streams); each reply is rendered in
+the dialect of the path it is asked on, streamed when the request asked for
+``"stream": true``. Every request is recorded (:class:`Recorded`) with the
+bytes it took on the wire.
+
+The server is a trio task (``async with open_model_server() as server``):
+readiness through ``nursery.start``, stopped by cancelling its nursery. A
+stall waits for the client to hang up, not on a timer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from functools import partial
+from typing import Any, Literal, cast
+
+import attrs
+import h11
+import trio
+
+from tests.fakes import _render as render
+
+#: Longest a stalled reply holds its connection; tests use read timeouts far
+#: shorter, so this only bounds a broken test.
+STALL_LIMIT_S = 30.0
+
+Kind = Literal["answer", "error", "raw", "cut", "stall"]
+
+
+@attrs.frozen(kw_only=True)
+class Reply:
+    """One scripted reply; build it with the class methods."""
+
+    kind: Kind
+    text: str = ""
+    tool_calls: tuple[tuple[str, str, str], ...] = ()
+    usage: tuple[int, int] = (0, 0)
+    model: str = "fake-model"
+    finish: str = ""
+    pieces: int = 3
+    status: int = 200
+    error_type: str = ""
+    message: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes = b""
+    content_type: str = "application/json"
+    after_events: int = 0
+    in_stream_error: bool = False
+    ignore_stream: bool = False
+
+    @classmethod
+    def answer(
+        cls,
+        text: str = "",
+        *,
+        tool_calls: tuple[tuple[str, str, str], ...] = (),
+        usage: tuple[int, int] = (12, 5),
+        model: str = "fake-model",
+        finish: str = "",
+        pieces: int = 3,
+        ignore_stream: bool = False,
+    ) -> Reply:
+        """Text and/or tool calls ``(id, name, arguments JSON)``; streamed as
+        ``pieces`` text deltas and two argument fragments per call."""
+        return cls(
+            kind="answer",
+            text=text,
+            tool_calls=tool_calls,
+            usage=usage,
+            model=model,
+            finish=finish,
+            pieces=pieces,
+            ignore_stream=ignore_stream,
+        )
+
+    @classmethod
+    def error(
+        cls,
+        status: int,
+        message: str,
+        *,
+        error_type: str = "",
+        headers: tuple[tuple[str, str], ...] = (),
+    ) -> Reply:
+        """A provider-style error body (``{"error": {...}}`` in the path's dialect)."""
+        return cls(
+            kind="error", status=status, message=message, error_type=error_type, headers=headers
+        )
+
+    @classmethod
+    def raw(
+        cls, body: bytes, *, status: int = 200, content_type: str = "application/json"
+    ) -> Reply:
+        """Exactly these bytes as the body (malformed answers, odd event streams)."""
+        return cls(kind="raw", body=body, status=status, content_type=content_type)
+
+    @classmethod
+    def cut(cls, text: str, *, after_events: int, pieces: int = 4) -> Reply:
+        """Start answering ``text``, then close the connection after
+        ``after_events`` events (or half the body when not streamed)."""
+        return cls(kind="cut", text=text, pieces=pieces, after_events=after_events)
+
+    @classmethod
+    def stall(cls, text: str = "", *, after_events: int = 0, pieces: int = 4) -> Reply:
+        """Send nothing (or ``after_events`` events), then wait until the
+        client gives up."""
+        return cls(kind="stall", text=text, pieces=pieces, after_events=after_events)
+
+    @classmethod
+    def stream_error(cls, text: str, *, after_events: int, error_type: str, message: str) -> Reply:
+        """A streamed answer that reports an error event after ``after_events``."""
+        return cls(
+            kind="answer",
+            text=text,
+            pieces=4,
+            after_events=after_events,
+            in_stream_error=True,
+            error_type=error_type,
+            message=message,
+        )
+
+
+@attrs.frozen
+class Recorded:
+    """A request as the server received it."""
+
+    method: str
+    path: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+    #: Bytes on the wire: request line, headers and body.
+    wire_bytes: int
+
+    def header(self, name: str) -> str | None:
+        for key, value in self.headers:
+            if key == name.lower():
+                return value
+        return None
+
+    def json(self) -> dict[str, Any]:
+        return cast("dict[str, Any]", json.loads(self.body))
+
+
+class FakeModelServer:
+    """The scripted server; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._replies: deque[Reply] = deque()
+        self.requests: list[Recorded] = []
+        #: Requests that found no scripted reply (answered with a 400).
+        self.unexpected: list[Recorded] = []
+        self.port = 0
+
+    @property
+    def openai_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def anthropic_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def script(self, *replies: Reply) -> None:
+        self._replies.extend(replies)
+
+    @property
+    def pending(self) -> int:
+        """Scripted replies not yet used."""
+        return len(self._replies)
+
+    async def serve(
+        self,
+        port: int = 0,
+        *,
+        task_status: trio.TaskStatus[FakeModelServer] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Listen on ``port`` (0: an ephemeral one) until cancelled."""
+        async with trio.open_nursery() as nursery:
+            serve = partial(trio.serve_tcp, self._connection, port, host="127.0.0.1")
+            listeners = cast("list[trio.SocketListener]", await nursery.start(serve))
+            self.port = cast("tuple[str, int]", listeners[0].socket.getsockname())[1]
+            task_status.started(self)
+
+    async def _connection(self, stream: trio.SocketStream) -> None:
+        conn = h11.Connection(h11.SERVER)
+        try:
+            while True:
+                recorded = await _receive(stream, conn)
+                if recorded is None:
+                    return
+                self.requests.append(recorded)
+                if not self._replies:
+                    self.unexpected.append(recorded)
+                    reply = Reply.error(
+                        400, f"fake model server: no scripted reply for {recorded.path}"
+                    )
+                else:
+                    reply = self._replies.popleft()
+                if not await self._respond(stream, conn, recorded, reply):
+                    return
+                conn.start_next_cycle()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError):
+            return  # the client hung up or sent garbage; nothing to answer
+        finally:
+            await stream.aclose()
+
+    async def _respond(
+        self, stream: trio.SocketStream, conn: h11.Connection, request: Recorded, reply: Reply
+    ) -> bool:
+        """Answer; False when the connection must close afterwards."""
+        dialect = render.dialect_of(request.path)
+        if dialect is None:
+            body = b'{"error":{"message":"fake model server: no such route"}}'
+            await _send_body(stream, conn, 404, "application/json", body)
+            return True
+        streamed = bool(request.json().get("stream")) and not reply.ignore_stream
+        if reply.kind == "error":
+            body = render.error_body(dialect, reply.status, reply.error_type, reply.message)
+            await _send_body(
+                stream, conn, reply.status, "application/json", body, extra=reply.headers
+            )
+            return True
+        if reply.kind == "raw":
+            await _send_body(stream, conn, reply.status, reply.content_type, reply.body)
+            return True
+        if not streamed:
+            body = render.body(dialect, reply)
+            if reply.kind == "answer":
+                await _send_body(stream, conn, 200, "application/json", body)
+                return True
+            if reply.kind == "cut":
+                await _send_head(stream, conn, 200, "application/json", length=len(body))
+                await stream.send_all(conn.send(h11.Data(data=body[: len(body) // 2])))
+                return False
+            await _wait_for_hangup(stream)
+            return False
+        events = render.events(dialect, reply, include_usage=_wants_usage(request))
+        if reply.kind == "answer" and not reply.in_stream_error:
+            await _send_head(stream, conn, 200, "text/event-stream", length=None)
+            for event in events:
+                await stream.send_all(conn.send(h11.Data(data=event)))
+            await stream.send_all(conn.send(h11.EndOfMessage()))
+            return True
+        if reply.kind == "stall" and reply.after_events == 0:
+            await _wait_for_hangup(stream)
+            return False
+        await _send_head(stream, conn, 200, "text/event-stream", length=None)
+        for event in events[: reply.after_events]:
+            await stream.send_all(conn.send(h11.Data(data=event)))
+        if reply.in_stream_error:
+            event = render.error_event(dialect, reply.error_type, reply.message)
+            await stream.send_all(conn.send(h11.Data(data=event)))
+            await stream.send_all(conn.send(h11.EndOfMessage()))
+            return True
+        if reply.kind == "stall":
+            await _wait_for_hangup(stream)
+        return False  # a cut: close without the terminating chunk
+
+
+def _wants_usage(request: Recorded) -> bool:
+    options = request.json().get("stream_options")
+    return isinstance(options, dict) and bool(cast("dict[str, Any]", options).get("include_usage"))
+
+
+async def _receive(stream: trio.SocketStream, conn: h11.Connection) -> Recorded | None:
+    head: h11.Request | None = None
+    body = bytearray()
+    wire = 0
+    while True:
+        event = conn.next_event()
+        if event is h11.NEED_DATA:
+            data = await stream.receive_some(65536)
+            wire += len(data)
+            conn.receive_data(data)
+        elif isinstance(event, h11.Request):
+            head = event
+        elif isinstance(event, h11.Data):
+            body += event.data
+        elif isinstance(event, h11.EndOfMessage):
+            assert head is not None
+            return Recorded(
+                method=head.method.decode(),
+                path=head.target.decode(),
+                headers=tuple((k.decode().lower(), v.decode()) for k, v in head.headers),
+                body=bytes(body),
+                wire_bytes=wire,
+            )
+        else:  # ConnectionClosed, or PAUSED after a close
+            return None
+
+
+async def _send_head(
+    stream: trio.SocketStream,
+    conn: h11.Connection,
+    status: int,
+    content_type: str,
+    *,
+    length: int | None,
+    extra: tuple[tuple[str, str], ...] = (),
+) -> None:
+    headers = [("content-type", content_type), *extra]
+    if length is None:
+        headers.append(("transfer-encoding", "chunked"))
+    else:
+        headers.append(("content-length", str(length)))
+    await stream.send_all(conn.send(h11.Response(status_code=status, headers=headers)))
+
+
+async def _send_body(
+    stream: trio.SocketStream,
+    conn: h11.Connection,
+    status: int,
+    content_type: str,
+    body: bytes,
+    *,
+    extra: tuple[tuple[str, str], ...] = (),
+) -> None:
+    await _send_head(stream, conn, status, content_type, length=len(body), extra=extra)
+    await stream.send_all(conn.send(h11.Data(data=body)))
+    await stream.send_all(conn.send(h11.EndOfMessage()))
+
+
+async def _wait_for_hangup(stream: trio.SocketStream) -> None:
+    with trio.move_on_after(STALL_LIMIT_S):
+        while await stream.receive_some(65536):
+            pass
+
+
+@asynccontextmanager
+async def open_model_server(port: int = 0) -> AsyncGenerator[FakeModelServer]:
+    """A running server for the body of the ``async with``."""
+    async with trio.open_nursery() as nursery:
+        server = cast("FakeModelServer", await nursery.start(FakeModelServer().serve, port))
+        try:
+            yield server
+        finally:
+            nursery.cancel_scope.cancel()
