@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from naga.constants import TOKEN_MAX_TOOL_NAME_CHARS, TOKEN_MAX_TOOLS
 from naga.tokens._errors import InvalidCaveat
+from naga.trust import TrustLevel
 from naga.v1 import authz_pb2 as pb
 
 #: Budgets and times travel as 64-bit integers and are journaled as kernel
@@ -39,38 +40,16 @@ class Risk(enum.IntEnum):
     R4 = 4
 
 
-class TrustLevel(enum.IntEnum):
-    """Trust levels, ordered: ``UNTRUSTED < GUEST < KNOWN < OWNER``; the
-    numbers a trust ceiling caveat carries. The core's trust table
-    (``naga_core.kernel.TrustLevel``) has the same names and numbers."""
-
-    UNTRUSTED = 0
-    GUEST = 1
-    KNOWN = 2
-    OWNER = 3
-
-    @property
-    def label(self) -> str:
-        """The lowercase name people see: ``"owner"``."""
-        return self.name.lower()
-
-
 def _is_int(value: object) -> bool:
     # bool is an int subclass; True is not a budget.
     return isinstance(value, int) and not isinstance(value, bool)
 
 
 def as_trust_level(value: object) -> TrustLevel:
-    """``value`` as a :class:`TrustLevel`: this one, or a member of another
-    enum of the same name and number (the kernel's). A plain int or a member
-    of another enum (a :class:`Risk`) is refused: levels are never guessed
-    from numbers."""
+    """``value`` as a :class:`TrustLevel`. A plain int or a member of another
+    enum (a :class:`Risk`) is refused: levels are never guessed from numbers."""
     if isinstance(value, TrustLevel):
         return value
-    if isinstance(value, enum.IntEnum):
-        same = TrustLevel.__members__.get(value.name)
-        if same is not None and same.value == value.value:
-            return same
     raise InvalidCaveat(f"trust level {value!r} is not a TrustLevel")
 
 
@@ -203,12 +182,11 @@ class RiskCeiling:
 class TrustCeiling:
     """The holder acts with at most this trust level.
 
-    ``level`` is stored as a :class:`TrustLevel`; it may be given as the
-    kernel's ``TrustLevel`` too (same names and numbers), hence the ``int``
-    annotation, which both satisfy.
+    ``level`` must be a :class:`naga.trust.TrustLevel` (the one enum the
+    kernel's trust table uses too); a bare int is refused.
     """
 
-    level: int
+    level: TrustLevel
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "level", as_trust_level(self.level))

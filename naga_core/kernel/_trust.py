@@ -25,12 +25,12 @@ whitespace keeps ``"wechat:bob "`` from passing for ``"wechat:bob"``.
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from naga.trust import TrustLevel
 from naga_core.kernel._kernel import Change
 from naga_core.kernel._state import KernelError, Scalar
 
@@ -52,29 +52,6 @@ class InvalidPeer(TrustError):
 
 class TrustRaiseRefused(TrustError):
     """Raising trust without the owner (INV-6)."""
-
-
-class TrustLevel(enum.IntEnum):
-    """Ordered: ``UNTRUSTED < GUEST < KNOWN < OWNER``."""
-
-    UNTRUSTED = 0
-    GUEST = 1
-    KNOWN = 2
-    OWNER = 3
-
-    @property
-    def label(self) -> str:
-        """The name stored in the ledger and shown to people: ``"owner"``."""
-        return self.name.lower()
-
-    @classmethod
-    def parse(cls, text: str) -> TrustLevel:
-        """The level named ``text`` (a label, exactly); TrustError otherwise."""
-        for level in cls:
-            if level.label == text:
-                return level
-        labels = ", ".join(level.label for level in cls)
-        raise TrustError(f"{text!r} is not a trust level (one of: {labels})")
 
 
 @dataclass(frozen=True, slots=True)

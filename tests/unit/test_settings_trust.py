@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from naga.trust import UnknownTrustLevel
 from naga_core.kernel._kernel import Actions, Change, Kernel, replay
 from naga_core.kernel._settings import (
     DEFAULT_SETTINGS,
@@ -258,7 +259,7 @@ def test_trust_levels_are_ordered_and_named() -> None:
     assert TrustLevel.UNTRUSTED < TrustLevel.GUEST < TrustLevel.KNOWN < TrustLevel.OWNER
     assert [lvl.label for lvl in TrustLevel] == ["untrusted", "guest", "known", "owner"]
     assert TrustLevel.parse("known") is TrustLevel.KNOWN
-    with pytest.raises(TrustError, match="'admin' is not a trust level"):
+    with pytest.raises(UnknownTrustLevel, match="'admin' is not a trust level"):
         TrustLevel.parse("admin")
 
 
