@@ -12,15 +12,15 @@ key. Usage::
 A supervisor runs :func:`serve_local_model` in its nursery instead
 (``await nursery.start(...)``), which also surfaces a server crash. Leaving
 the block, or cancelling the task, stops the server with SIGTERM and then
-SIGKILL after a grace period. Readiness is the server answering ``GET /v1/models`` with
-the model's name, polled until a deadline; the server exiting first, or
+SIGKILL after a grace period. Readiness is the server answering
+``GET /v1/models`` with the model's name, polled until a deadline; the server exiting first, or
 the deadline passing, raises with the end of the server's log.
 
-The child is tied to its parent (``PR_SET_PDEATHSIG``) so a core killed
-outright does not leave a model holding half a gigabyte, runs in its own
-session (a terminal's Ctrl-C reaches the core, which stops it in order),
-and gets a scrubbed environment: llama-cpp-python's settings read
-environment variables such as ``API_KEY`` or ``N_GPU_LAYERS``, and nothing
+The child watches its parent (a pidfd) and stops when it is gone, so a
+core killed outright does not leave a model holding half a gigabyte; it
+runs in its own session (a terminal's Ctrl-C reaches the core, which stops
+it in order) and gets a scrubbed environment: llama-cpp-python's settings
+read environment variables such as ``API_KEY`` or ``N_GPU_LAYERS``, and nothing
 the owner's shell happens to export should change how the model is served.
 """
 
@@ -53,19 +53,30 @@ from naga_core._localmodel_assets import (
     require_model,
 )
 
-#: Runs in the child before the server module: die with the parent (the
-#: check after prctl closes the race with a parent that died during the
-#: fork), then optionally cap the address space, then become ``-m module``.
+#: Runs in the child before the server module: watch the parent process
+#: and stop when it is gone, optionally cap the address space, then become
+#: ``-m module``. Not PR_SET_PDEATHSIG: it fires when the parent *thread*
+#: exits, and trio spawns processes from worker threads that retire when
+#: idle, which killed a healthy server ten seconds in. A pidfd names the
+#: whole process; checking the parent after opening it closes the race with
+#: a parent that died during the fork.
 _BOOTSTRAP = """\
-import ctypes, os, resource, runpy, signal, sys
-if ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM) != 0:  # PR_SET_PDEATHSIG
-    sys.exit("naga local model: prctl(PR_SET_PDEATHSIG) failed")
-if os.getppid() != int(sys.argv[1]):
+import os, resource, runpy, select, signal, sys, threading, time
+parent = int(sys.argv[1])
+parent_fd = os.pidfd_open(parent)
+if os.getppid() != parent:
     sys.exit("naga local model: parent gone before start")
-if int(sys.argv[2]) > 0:
-    resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[2]), int(sys.argv[2])))
-module = sys.argv[3]
-sys.argv = [module, *sys.argv[4:]]
+def orphaned():
+    select.select([parent_fd], [], [])
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(float(sys.argv[2]))
+    os.kill(os.getpid(), signal.SIGKILL)
+threading.Thread(target=orphaned, name="naga-parent-watch", daemon=True).start()
+limit = int(sys.argv[3])
+if limit > 0:
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+module = sys.argv[4]
+sys.argv = [module, *sys.argv[5:]]
 runpy.run_module(module, run_name="__main__", alter_sys=True)
 """
 
@@ -122,7 +133,7 @@ class LocalModelSettings:
     ready_timeout_s: float = 120.0
     stop_grace_s: float = 5.0
     #: RLIMIT_AS of the server process, 0 for none. The server maps about
-    #: 1.6 GiB at its peak with the default model and context (docs/adr/0005);
+    #: 1.6-1.9 GiB at its peak with the default model and context (docs/adr/0005);
     #: the cap leaves room for that and makes a runaway allocation fail in the
     #: child instead of taking the machine's memory.
     memory_limit_bytes: int = 4 << 30
@@ -159,6 +170,15 @@ class LocalModelSettings:
         if self.chat_format is not None:
             args += ["--chat_format", self.chat_format]
         return args
+
+
+def server_command(settings: LocalModelSettings, port: int) -> list[str]:
+    """The child's command line: the bootstrap above, then the server module."""
+    return [
+        settings.python, "-c", _BOOTSTRAP,
+        str(os.getpid()), repr(settings.stop_grace_s), str(settings.memory_limit_bytes),
+        settings.server_module, *settings.server_args(port),
+    ]  # fmt: skip
 
 
 def free_loopback_port() -> int:
@@ -224,14 +244,9 @@ async def serve_local_model(
         log_path = settings.log_path or Path(tmp) / "server.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         port = free_loopback_port()
-        command = [
-            settings.python, "-c", _BOOTSTRAP,
-            str(os.getpid()), str(settings.memory_limit_bytes), settings.server_module,
-            *settings.server_args(port),
-        ]  # fmt: skip
         with log_path.open("ab") as log:
             process = await trio.lowlevel.open_process(
-                command,
+                server_command(settings, port),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -377,4 +392,5 @@ __all__ = [
     "log_tail",
     "model_path",
     "serve_local_model",
+    "server_command",
 ]

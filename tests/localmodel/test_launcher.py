@@ -10,6 +10,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,9 @@ from naga_core._localmodel import (
     LocalModelNotReady,
     LocalModelSettings,
     ModelMissing,
+    free_loopback_port,
     local_model,
+    server_command,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,7 +109,7 @@ def test_a_server_ignoring_sigterm_is_killed_after_the_grace(tmp_path: Path) -> 
 
 
 def test_the_server_dies_with_its_parent(tmp_path: Path) -> None:
-    # A parent killed outright cannot stop its child: PR_SET_PDEATHSIG must.
+    # A parent killed outright cannot stop its child: the child's watch must.
     script = (
         "import sys, trio\n"
         "from pathlib import Path\n"
@@ -137,6 +140,39 @@ def test_the_server_dies_with_its_parent(tmp_path: Path) -> None:
         assert _gone(pidfd, 20), "the server outlived its killed parent"
     finally:
         os.close(pidfd)
+
+
+def test_the_server_outlives_the_thread_that_started_it(tmp_path: Path) -> None:
+    # trio starts processes from worker threads that retire when idle; a
+    # child tied to its parent *thread* (PR_SET_PDEATHSIG) died with it.
+    settings = _settings(tmp_path, "answer")
+    started: list[subprocess.Popen[bytes]] = []
+
+    def spawn() -> None:
+        server = subprocess.Popen(
+            server_command(settings, free_loopback_port()),
+            stdout=subprocess.PIPE,
+            env={**os.environ, **settings.extra_env},
+        )
+        started.append(server)
+        # The thread lives until the child has started serving, as trio's
+        # worker does, so any tie to this thread is in place when it exits.
+        assert server.stdout is not None
+        assert b"standin answering" in server.stdout.readline()
+
+    spawner = threading.Thread(target=spawn)
+    spawner.start()
+    spawner.join()
+    (server,) = started
+    try:
+        pidfd = os.pidfd_open(server.pid)
+        try:
+            assert not _gone(pidfd, 1.0), "the server died with the thread that spawned it"
+        finally:
+            os.close(pidfd)
+    finally:
+        server.kill()
+        server.wait()
 
 
 def test_a_missing_model_says_to_run_make(tmp_path: Path) -> None:
