@@ -28,6 +28,7 @@ from naga_core._localmodel import (
     ModelMissing,
     free_loopback_port,
     local_model,
+    serve_local_model,
     server_command,
 )
 
@@ -94,6 +95,22 @@ def test_a_server_that_exits_reports_its_status_and_log(tmp_path: Path) -> None:
     assert caught.value.returncode == 3
     assert "exited with status 3" in str(caught.value)
     assert "cannot load the model (on purpose)" in str(caught.value)
+
+
+def test_a_crash_while_serving_reaches_the_supervisor(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, "answer")
+
+    async def supervisor() -> None:
+        async with trio.open_nursery() as nursery:
+            endpoint: LocalModelEndpoint = await nursery.start(serve_local_model, settings)
+            os.kill(endpoint.pid, signal.SIGKILL)
+            with trio.fail_after(30):  # a missed crash fails instead of hanging
+                await trio.sleep_forever()  # the crash cancels this
+
+    with pytest.RaisesGroup(
+        pytest.RaisesExc(LocalModelExited, check=lambda e: e.returncode == -signal.SIGKILL)
+    ):
+        trio.run(supervisor)
 
 
 def test_a_server_ignoring_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
