@@ -6,12 +6,15 @@ Order matters and is the point of this module:
 2. ``run/core.lock`` is taken (a second core stops here, naming the first's
    pid), ``run/core.pid`` written, and only then a stale socket removed;
 3. a fresh owner credential is written (0600);
-4. the ledger is opened (recovering a torn tail) and the kernel replayed;
-5. the server binds with a umask that makes the socket 0600 from its first
+4. the ledger is opened (recovering a torn tail), the plugins discovered
+   and the kernel replayed;
+5. the plugins the ledger says ran are started again (naga_core.plugins);
+   the server binds with a umask that makes the socket 0600 from its first
    instant, and starts; readiness is ``task_status.started(CoreInfo)``;
 6. on SIGTERM/SIGINT, a Shutdown call or a fatal ledger error: stop
-   accepting, let calls in flight finish (grace), close the ledger, remove
-   the socket, pid file and credential, release the lock.
+   accepting, let calls in flight finish (grace), stop the plugin workers,
+   close the ledger, remove the socket, pid file and credential, release
+   the lock.
 """
 
 from __future__ import annotations
@@ -30,13 +33,19 @@ from naga.constants import (
 )
 from naga_core._home import Home
 from naga_core._store import open_ledger, projection_path
-from naga_core.daemon import _kernel_service, _ledger_service, _supervisor_service
+from naga_core.daemon import (
+    _kernel_service,
+    _ledger_service,
+    _plugin_service,
+    _supervisor_service,
+)
 from naga_core.daemon._auth import Authorizer, OwnerCredential
 from naga_core.daemon._bridge import Bridge
 from naga_core.daemon._core import Core, CoreInfo
 from naga_core.daemon._rundir import RunDir
 from naga_core.kernel import Actions, open_kernel
 from naga_core.ledger import Ledger, Projection
+from naga_core.plugins import PluginHost, PluginsConfig
 
 log = logging.getLogger("naga.core")
 
@@ -50,6 +59,7 @@ class CoreConfig:
     grace_s: float = SHUTDOWN_GRACE_S
     threads: int = CORE_RPC_THREADS
     actions: Actions = field(default_factory=Actions)
+    plugins: PluginsConfig = field(default_factory=PluginsConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +80,13 @@ async def serve_core(
         credential = OwnerCredential.create(rundir.token_path)
         with open_ledger(config.home, create=True) as ledger:
             _catch_up_projection(config.home, ledger)
+            plugins = PluginHost.discover(config.home, config.plugins)
+            plugins.install(config.actions)  # before the kernel re-runs interrupted actions
             kernel = open_kernel(ledger, config.actions)
             for line in kernel.recovered:
                 log.info("kernel recovery: %s", line)
             core = Core(home=config.home, socket=rundir.socket_path, ledger=ledger, kernel=kernel)
-            await _serve(core, rundir, credential, config, task_status)
+            await _serve(core, rundir, credential, config, task_status, plugins=plugins)
             if core.failure is None:
                 _catch_up_projection(config.home, ledger)
     return CoreExit(core.stop_reason, failed=core.failure is not None)
@@ -86,6 +98,8 @@ async def _serve(
     authorizer: Authorizer,
     config: CoreConfig,
     task_status: trio.TaskStatus[CoreInfo],
+    *,
+    plugins: PluginHost,
 ) -> None:
     bridge = Bridge(
         authorizer=authorizer,
@@ -98,10 +112,17 @@ async def _serve(
     )
     bridge.add(_kernel_service.SERVICE, _kernel_service.KernelServicer(core).methods())
     bridge.add(_ledger_service.SERVICE, _ledger_service.LedgerServicer(core).methods())
-    bridge.add(_supervisor_service.SERVICE, _supervisor_service.SupervisorServicer(core).methods())
+    supervisor = _supervisor_service.SupervisorServicer(
+        core, lambda: _plugin_service.process_rows(plugins)
+    )
+    bridge.add(_supervisor_service.SERVICE, supervisor.methods())
+    bridge.add(_plugin_service.SERVICE, _plugin_service.PluginServicer(plugins).methods())
     async with trio.open_nursery() as nursery:
         if config.handle_signals:
             await nursery.start(_stop_on_signals, core)
+        # Plugins the ledger says ran start again before the socket opens;
+        # they stop after it closes (this nursery is cancelled last).
+        await nursery.start(plugins.serve, core)
         async with bridge.serving(rundir.address, grace=config.grace_s):
             rundir.secure_socket()
             log.info("naga-core serving on %s (pid %d)", rundir.address, core.pid)
