@@ -273,9 +273,10 @@ class Session:
         if not 0 < call_id <= self._last_id:
             self._violation(f"an answer to call {call_id}, which was never made")
             return
-        pending = self._pending.pop(call_id, None)
+        pending = self._pending.get(call_id)
         if pending is None:
             return  # a late answer to a call its caller gave up on
+        # A violation below leaves the call pending: the session's end fails it.
         if result is not None:
             try:
                 parse_json(result.result_json, what=f"the result of call {call_id}")
@@ -289,6 +290,7 @@ class Session:
                 self._violation(f"a ToolError for call {call_id} without a kind")
                 return
             pending.error = error
+        del self._pending[call_id]
         pending.done.set()
 
     async def _heartbeat(self) -> None:
@@ -351,12 +353,11 @@ class Session:
             pending.failure = self.cause  # the send found the session ended
             return pending
         if trio.current_time() >= hang_at:
-            cause = f"hung: {tool} ran past the call timeout of {self.call_timeout_s:g} s"
-            self.down(cause)
+            overrun = f"{tool} ran past its call timeout of {self.call_timeout_s:g} s"
+            self.down(f"hung: {overrun}")
             raise WorkerHung(
-                f"plugin {self.name}: {tool} did not answer within its call timeout of "
-                f"{self.call_timeout_s:g} s; the worker (pid {self.pid}) was killed and is "
-                "being rebuilt"
+                f"plugin {self.name}: {overrun}: the worker (pid {self.pid}) is hung; it was "
+                "killed and is being rebuilt, and the next call goes to the new one"
             )
         raise CallTimedOut(
             f"plugin {self.name}: no answer from {tool} within the caller's timeout "

@@ -141,7 +141,7 @@ class Worker:
             self._set(WorkerState.BACKOFF)
             await self._note(
                 f"supervisor: restart plugin {self.name} "
-                f"({decision.describe(policy)}, restart {self.restarts}): its worker {cause}; "
+                f"({decision.describe(policy)}, restart {self.restarts}) after {cause}; "
                 f"next start in {decision.delay_s:.2f} s"
             )
             await trio.sleep(decision.delay_s)
@@ -176,7 +176,7 @@ class Worker:
                     finally:
                         self._session = None
                         session.fail_pending(session.cause or "stopped")
-                    return f"(pid {child.pid}) {cause}"
+                    return f"worker pid {child.pid}: {cause}"
             except sandbox.LaunchFailed as exc:
                 return f"could not start: {exc}"
         finally:
