@@ -4,6 +4,7 @@ under a real core. Everything is imported here, before the sandbox's filter."""
 
 from __future__ import annotations
 
+import base64
 import ctypes
 import errno
 import os
@@ -87,6 +88,15 @@ def bad_frame(kind: str) -> str:
     os.write(_core_socket(), data)
     time.sleep(30)  # the core ends the worker first
     return "not stopped"
+
+
+@plugin.tool("attacker.token")
+def token() -> dict[str, object]:
+    raw = plugin.capability_token()
+    return {
+        "token": None if raw is None else base64.b64encode(raw).decode(),
+        "core_socket": plugin.core_socket(),
+    }
 
 
 @plugin.tool("attacker.exit")
