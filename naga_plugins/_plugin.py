@@ -33,7 +33,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
 
 from naga.constants import PLUGIN_MAX_FRAME_BYTES, PLUGIN_PROTOCOL_VERSION
@@ -49,6 +49,10 @@ SDK_VERSION = 1
 #: The exit code of a worker whose code does not match its manifest
 #: (sysexits EX_CONFIG); the core names the cause from it.
 SETUP_EXIT_CODE = 78
+#: The exit code of a worker that left while tools still ran (sysexits EX_SOFTWARE).
+STUCK_EXIT_CODE = 70
+#: After Shutdown or the core's end, how long calls in flight get to finish.
+SHUTDOWN_GRACE_S = 1.0
 #: Room a Result frame needs besides its JSON text.
 _FRAME_OVERHEAD = 64
 _MAX_MESSAGE_CHARS = 1000
@@ -132,22 +136,32 @@ class Plugin:
         pool = ThreadPoolExecutor(
             max_workers=manifest.limits.max_concurrent_calls, thread_name_prefix="naga-tool"
         )
+        calls: set[Future[None]] = set()
+        code = 0
         try:
             for frame in connection.frames():
                 which = frame.WhichOneof("frame")
                 if which == "ping":
                     connection.send(pb.PluginToCore(pong=pb.Pong(nonce=frame.ping.nonce)))
                 elif which == "invoke":
-                    pool.submit(self._call, connection, manifest, frame.invoke)
+                    call = pool.submit(self._call, connection, manifest, frame.invoke)
+                    calls.add(call)
+                    call.add_done_callback(calls.discard)
                 elif which == "shutdown":
                     break
         except (FrameError, OSError) as exc:
             sys.stderr.write(f"plugin {self.name}: the connection to the core failed: {exc}\n")
-            return 1
-        finally:
-            # Calls in flight finish (the core kills a worker that takes too long).
-            pool.shutdown(wait=True, cancel_futures=True)
-        return 0
+            code = 1
+        # Calls in flight get a moment to finish. A tool stuck for longer must
+        # not keep the worker alive: the core may be gone (an orphan would
+        # spin forever) or is about to kill it anyway.
+        _, stuck = wait(list(calls), timeout=SHUTDOWN_GRACE_S)
+        if stuck:
+            sys.stderr.write(f"plugin {self.name}: {len(stuck)} call(s) still running; exiting\n")
+            sys.stderr.flush()
+            os._exit(STUCK_EXIT_CODE)
+        pool.shutdown(wait=True, cancel_futures=True)
+        return code
 
     def _call(self, connection: Connection, manifest: Manifest, call: pb.Invoke) -> None:
         # If the core is gone the answer cannot leave; the main loop ends too.

@@ -206,7 +206,14 @@ class PluginHost:
             self._retire(old)
         self._workers[name] = worker
         self._failures.pop(name, None)
-        self._nursery.start_soon(worker.run)
+        self._nursery.start_soon(self._run_worker, worker)
+
+    async def _run_worker(self, worker: Worker) -> None:
+        try:
+            await worker.run()
+        except Exception:  # a supervisor bug ends this plugin's worker, never the core
+            log.exception("plugin %s: its supervisor failed", worker.name)
+            self._failures[worker.name] = "its supervisor failed; see the core log"
 
     def stop_worker(self, name: str) -> None:
         worker = self._workers.get(name)
@@ -334,10 +341,10 @@ class PluginHost:
         return [self.view(name) for name in self._catalog.names()]
 
     def workers(self) -> list[Worker]:
-        """Every worker that has (or is about to have) a process, by name."""
-        live = [
-            w for n, w in sorted(self._workers.items()) if component(n) in self._runtime.running
-        ]
+        """The workers of enabled plugins (failed ones too, without a
+        process), then those still stopping, by name."""
+        enabled = self._runtime.planner.enabled
+        live = [w for n, w in sorted(self._workers.items()) if component(n) in enabled]
         return live + sorted(self._retiring, key=lambda w: w.name)
 
     # --- operations (the service) ------------------------------------------------------

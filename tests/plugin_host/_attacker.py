@@ -8,8 +8,10 @@ import base64
 import ctypes
 import errno
 import os
+import signal
 import stat
 import struct
+import threading
 import time
 
 from naga.v1 import plugin_pb2 as pb
@@ -97,6 +99,15 @@ def token() -> dict[str, object]:
         "token": None if raw is None else base64.b64encode(raw).decode(),
         "core_socket": plugin.core_socket(),
     }
+
+
+@plugin.tool("attacker.stop")
+def stop() -> str:
+    # Thread-directed: this thread starts the group stop itself. A
+    # process-directed SIGSTOP may be taken by another thread while this one
+    # still gets its answer out.
+    signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
+    return "continued"
 
 
 @plugin.tool("attacker.exit")

@@ -42,8 +42,8 @@ CASES: dict[str, Case] = {
         "ran past its call timeout of 3 s",
     ),
     "SIGSTOP": (
-        "attacker.attack",
-        {"name": "stop_self"},
+        "attacker.stop",
+        {},
         sdk_errors.PluginUnavailable,
         "found stopped",
     ),
