@@ -117,3 +117,5 @@ PLUGIN_MAX_FRAME_BYTES: Final = 1 << 20
 PLUGIN_MAX_NAME_CHARS: Final = 40
 #: Longest arguments JSON text one tool call may carry, in characters.
 PLUGIN_MAX_ARGUMENTS_CHARS: Final = 60000
+#: Most PluginService.Invoke calls in flight at once (each holds a server thread).
+MAX_PLUGIN_CALLS_IN_FLIGHT: Final = 4

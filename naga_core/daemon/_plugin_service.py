@@ -11,6 +11,7 @@ served (an :class:`AsyncUnary`).
 from __future__ import annotations
 
 from naga.constants import (
+    MAX_PLUGIN_CALLS_IN_FLIGHT,
     PLUGIN_MAX_ARGUMENTS_CHARS,
     PLUGIN_MAX_NAME_CHARS,
     TOKEN_MAX_TOOL_NAME_CHARS,
@@ -41,6 +42,7 @@ _STATES = {
 class PluginServicer:
     def __init__(self, host: PluginHost) -> None:
         self._host = host
+        self._calls = 0  # Invokes in flight (on the loop: no lock)
 
     def methods(self) -> list[Method]:
         return [
@@ -77,8 +79,17 @@ class PluginServicer:
         )
 
     async def invoke(self, _p: Principal, req: spb.InvokeToolRequest) -> spb.InvokeToolResponse:
-        timeout = req.timeout_ms / 1000 if req.timeout_ms else None
-        result, pid = await self._host.invoke(req.plugin, req.tool, req.arguments_json, timeout)
+        if self._calls >= MAX_PLUGIN_CALLS_IN_FLIGHT:
+            raise RequestRefused.exhausted(
+                f"{self._calls} plugin calls are in flight, the most the core runs at once; "
+                "retry when one has ended"
+            )
+        self._calls += 1
+        try:
+            timeout = req.timeout_ms / 1000 if req.timeout_ms else None
+            result, pid = await self._host.invoke(req.plugin, req.tool, req.arguments_json, timeout)
+        finally:
+            self._calls -= 1
         return spb.InvokeToolResponse(result_json=result, pid=pid)
 
 

@@ -110,6 +110,15 @@ def stop() -> str:
     return "continued"
 
 
+@plugin.tool("attacker.rendezvous")
+def rendezvous() -> str:
+    with open(os.path.join(plugin.work_dir(), "arrived"), "wb", buffering=0) as arrived:
+        arrived.write(b"x")
+    with open(os.path.join(plugin.work_dir(), "gate"), "rb", buffering=0) as gate:
+        gate.read(1)
+    return "passed"
+
+
 @plugin.tool("attacker.exit")
 def exit_now(code: int) -> str:
     os._exit(code)

@@ -9,15 +9,19 @@ attacker) under a real core's supervisor, sandboxed.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
+from naga.constants import MAX_PLUGIN_CALLS_IN_FLIGHT
 from naga.sdk import Client
 from naga.sdk import errors as sdk_errors
 from naga.v1 import core_pb2 as cpb
 from naga.v1 import plugin_service_pb2 as spb
+from tests.daemon.conftest import InProcessCore
 from tests.plugin_host.conftest import READY_S, fails, fresh, history_text, plugin
 
 Case = tuple[str, dict[str, object], type[sdk_errors.SdkError], str]
@@ -169,4 +173,44 @@ def test_a_caller_timeout_leaves_the_worker_alone(client: Client) -> None:
     assert "caller's timeout" in str(failure)
     answer = client.invoke("attacker", "attacker.echo", {"text": "still"}, timeout=READY_S)
     assert answer == {"text": "still", "pid": info.pid}
+    assert plugin(client, "attacker").restarts == 0
+
+
+def test_calls_in_flight_are_capped_and_the_core_answers_meanwhile(
+    host_core: InProcessCore, client: Client
+) -> None:
+    fresh(client, "attacker")
+    work = Path(host_core.info.home, "work", "plugins", "attacker")
+    for fifo in ("arrived", "gate"):
+        with contextlib.suppress(FileNotFoundError):
+            (work / fifo).unlink()
+        os.mkfifo(work / fifo)
+    # Read-write ends: opening never blocks, reading never sees EOF.
+    arrived = os.open(work / "arrived", os.O_RDWR)
+    gate = os.open(work / "gate", os.O_RDWR)
+    results: list[object] = []
+    callers = [
+        threading.Thread(
+            target=lambda: results.append(
+                client.invoke("attacker", "attacker.rendezvous", timeout=READY_S)
+            )
+        )
+        for _ in range(MAX_PLUGIN_CALLS_IN_FLIGHT)
+    ]
+    try:
+        for caller in callers:
+            caller.start()
+        for _ in callers:
+            assert os.read(arrived, 1) == b"x"  # every call is inside the worker now
+        refused = fails(client.invoke, "attacker", "attacker.echo", {"text": "one more"})
+        assert isinstance(refused, sdk_errors.ResourceExhausted)
+        assert f"{MAX_PLUGIN_CALLS_IN_FLIGHT} plugin calls are in flight" in str(refused)
+        _core_serves(client)  # the core still answers everything else
+    finally:
+        os.write(gate, b"x" * len(callers))
+        for caller in callers:
+            caller.join(READY_S)
+        os.close(arrived)
+        os.close(gate)
+    assert results == ["passed"] * len(callers)
     assert plugin(client, "attacker").restarts == 0

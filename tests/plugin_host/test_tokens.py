@@ -49,6 +49,7 @@ def test_the_worker_holds_a_token_scoped_to_its_manifest(
         "attacker.exit",
         "attacker.hold_gil",
         "attacker.leak",
+        "attacker.rendezvous",
         "attacker.stop",
         "attacker.token",
     }
