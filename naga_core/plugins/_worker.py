@@ -235,10 +235,14 @@ class Worker:
             with trio.move_on_at(deadline):
                 await changed.wait()
                 continue
-            after = f" after: {self.last_failure}" if self.last_failure else ""
+            after = f" (last failure: {self.last_failure})" if self.last_failure else ""
+            doing = (
+                "waiting to restart its worker"
+                if self.state is WorkerState.BACKOFF
+                else ("starting its worker")
+            )
             raise WorkerUnavailable(
-                f"plugin {self.name} is {self.state.value}{after}; "
-                f"its worker was not ready within {timeout_s:g} s"
+                f"plugin {self.name} is {doing}{after}; it was not ready within {timeout_s:g} s"
             )
 
 
