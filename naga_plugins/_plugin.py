@@ -28,6 +28,12 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+
+# socket.getaddrinfo() encodes host names with the idna codec, imported on
+# first use, and it loads the unicodedata extension: after the sandbox's
+# filter no shared library can be loaded, so every plugin that names a host
+# would fail ("unknown encoding: idna"). Loaded here, before the filter.
+import encodings.idna  # noqa: F401  # pyright: ignore[reportUnusedImport]
 import inspect
 import json
 import os

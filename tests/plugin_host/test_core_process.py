@@ -24,6 +24,7 @@ import pytest
 
 from naga.sdk import Client
 from naga.sdk import errors as sdk_errors
+from naga.v1 import plugin_service_pb2 as spb
 from naga_core.cli import main
 from tests.daemon.conftest import CoreProcess, start_core_process
 from tests.plugin_host.conftest import PLUGINS, READY_S, fails, verify_home
@@ -32,12 +33,36 @@ from tests.plugin_host.conftest import PLUGINS, READY_S, fails, verify_home
 PRIVATE = ("keys/ledger.key", "keys/token.key", "run/owner.token")
 
 
+NETTY = """\
+name = "netty"
+version = "1.0.0"
+kind = "tool"
+description = "Connects where its manifest allows (tests only)"
+entry = "tests.plugin_host._netty:main"
+
+[[egress]]
+host = "127.0.0.1"
+port = {port}
+
+[[tools]]
+name = "netty.connect"
+risk = "R1"
+description = "TCP connect to 127.0.0.1:port"
+[tools.params.port]
+type = "integer"
+minimum = 1
+maximum = 65535
+"""
+
+
 @dataclass
 class Served:
     core: CoreProcess
     home: str
     client: Client
     digests: dict[str, str]
+    #: A listener whose port the netty plugin's manifest declares.
+    egress: socket.socket
 
     def assert_intact(self) -> None:
         assert self.core.proc.poll() is None, self.core.output()
@@ -59,12 +84,17 @@ def served() -> Iterator[Served]:
     os.chmod(home, 0o700)
     # Installed as an owner installs one: a directory under $NAGA_HOME/plugins.
     shutil.copy(PLUGINS / "attacker" / "plugin.toml", os.path.join(home, "plugins", "attacker"))
+    egress = socket.create_server(("127.0.0.1", 0))
+    os.makedirs(os.path.join(home, "plugins", "netty"))
+    Path(home, "plugins", "netty", "plugin.toml").write_text(
+        NETTY.format(port=egress.getsockname()[1])
+    )
     core = start_core_process(home, Path(root) / "core.log")
     try:
-        with Client.connect(home) as client:
+        with Client.connect(home) as client, egress:
             info = client.enable_plugin("attacker", wait=READY_S).plugin
             assert info.pid > 0, info
-            yield Served(core, home, client, _digests(home))
+            yield Served(core, home, client, _digests(home), egress)
             client.shutdown("tests done")
         assert core.proc.wait(60) == 0, core.output()
         assert "Traceback" not in core.output(), core.output()
@@ -163,6 +193,22 @@ def test_a_memory_bomb_is_contained(served: Served) -> None:
 def test_descriptor_exhaustion_stays_inside_the_plugin(served: Served) -> None:
     # Last of the refusals: the worker keeps its descriptors used up.
     assert _attack(served, "fd_exhaustion") == "EMFILE"
+    served.assert_intact()
+
+
+def test_an_egress_plugin_reaches_its_declared_port_only(served: Served) -> None:
+    info = served.client.enable_plugin("netty", wait=READY_S).plugin
+    assert info.state == spb.PLUGIN_STATE_RUNNING, info  # cap:net is present (Landlock ABI >= 4)
+    declared = served.egress.getsockname()[1]
+    assert served.client.invoke("netty", "netty.connect", {"port": declared}) == "connected"
+    served.egress.accept()[0].close()
+    with socket.create_server(("127.0.0.1", 0)) as other:
+        other.setblocking(False)
+        port = other.getsockname()[1]
+        assert served.client.invoke("netty", "netty.connect", {"port": port}) == "EACCES"
+        with pytest.raises(BlockingIOError):
+            other.accept()
+    served.client.disable_plugin("netty")
     served.assert_intact()
 
 
