@@ -43,6 +43,14 @@ from naga_plugins import SETUP_EXIT_CODE
 log = logging.getLogger("naga.plugins")
 
 _RECV_BYTES = 1 << 16
+_ERROR_KINDS = frozenset(
+    {
+        pb.TOOL_ERROR_KIND_INVALID_ARGUMENTS,
+        pb.TOOL_ERROR_KIND_FAILED,
+        pb.TOOL_ERROR_KIND_UNKNOWN_TOOL,
+        pb.TOOL_ERROR_KIND_INTERNAL,
+    }
+)
 _MIB = 1 << 20
 
 
@@ -286,8 +294,8 @@ class Session:
             pending.result = result.result_json
         else:
             assert error is not None
-            if pb.ToolErrorKind.Name(error.kind) == "TOOL_ERROR_KIND_UNSPECIFIED":
-                self._violation(f"a ToolError for call {call_id} without a kind")
+            if error.kind not in _ERROR_KINDS:
+                self._violation(f"a ToolError for call {call_id} of unknown kind {error.kind}")
                 return
             pending.error = error
         del self._pending[call_id]

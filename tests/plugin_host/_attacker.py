@@ -77,8 +77,9 @@ _BAD_FRAMES = {
     "empty": struct.pack(">I", 0),
     "unknown_call": _frame(pb.PluginToCore(result=pb.Result(call_id=10**9, result_json="1"))),
     "second_hello": _frame(pb.PluginToCore(hello=pb.Hello())),
-    # The first call of a fresh worker has id 1: answer it with broken JSON.
+    # The first call of a fresh worker has id 1: answer it wrongly.
     "bad_json": _frame(pb.PluginToCore(result=pb.Result(call_id=1, result_json="{nope"))),
+    "bad_error_kind": _frame(pb.PluginToCore(error=pb.ToolError(call_id=1, kind=99))),  # type: ignore[arg-type]
 }
 
 

@@ -72,6 +72,7 @@ BAD_FRAMES = {
     "unknown_call": "an answer to call 1000000000, which was never made",
     "second_hello": "a second Hello",
     "bad_json": "the result of call 1 is not valid JSON",
+    "bad_error_kind": "a ToolError for call 1 of unknown kind 99",
 }
 
 
