@@ -1,12 +1,17 @@
-"""Sandboxed worker start benchmark: prints one JSON object.
+"""Sandboxed worker benchmark: prints one JSON object.
 
 * sandboxed start, ``sandbox.launch`` to the child's ready report, p50/p99
   over ``--starts`` launches of the chosen profile (default plugin);
 * an unsandboxed start of the same interpreter to its first byte on a pipe;
 * what each layer costs inside the child (p50, microseconds), as the child
-  reports it, and what ``sandbox.detect()`` costs.
+  reports it, and what ``sandbox.detect()`` costs;
+* through a real core's plugin host (``--calls``, ``--crashes``; 0 skips):
+  a tool call's round trip from an SDK client (p50/p99), the enable of a
+  plugin to its first answer, and the time from a worker crash (the caller
+  got its error) to the next successful call on the rebuilt worker, with the
+  supervisor's default first restart delay included.
 
-    python bench/sandbox.py --starts 50
+    python bench/sandbox.py --starts 50 --calls 2000 --crashes 10
 """
 
 from __future__ import annotations
@@ -14,11 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 
 # Run as a script, this file's directory comes first on sys.path, and this
 # file (bench/sandbox.py) would shadow the sandbox package it measures.
@@ -26,6 +33,51 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 
 import sandbox  # noqa: E402
+from naga.sdk import Client  # noqa: E402
+from naga.sdk.errors import PluginUnavailable  # noqa: E402
+from naga_core.supervisor import RestartPolicy  # noqa: E402
+
+REPO = os.path.dirname(_HERE)
+#: A home plugin whose worker can be crashed on request.
+CRASHY_MANIFEST = """\
+name = "crashy"
+version = "1.0.0"
+kind = "tool"
+description = "Answers, or crashes (bench only)"
+entry = "crashy:main"
+
+[[tools]]
+name = "crashy.echo"
+risk = "R0"
+description = "its argument"
+[tools.params.text]
+type = "string"
+
+[[tools]]
+name = "crashy.crash"
+risk = "R0"
+description = "abort()"
+"""
+CRASHY_CODE = """\
+import os
+
+from naga_plugins import Plugin
+
+plugin = Plugin("crashy")
+
+
+@plugin.tool("crashy.echo")
+def echo(text: str) -> str:
+    return text
+
+
+@plugin.tool("crashy.crash")
+def crash() -> str:
+    os.abort()
+
+
+main = plugin.main
+"""
 
 #: A target that does nothing: len([]) is 0, the exit code.
 NOOP_TARGET = "builtins:len"
@@ -73,15 +125,98 @@ def _profile(kind: str, work: str, core_socket: str) -> sandbox.Profile:
     return sandbox.Profile.plugin(work_dir=work)
 
 
+@dataclass
+class HostFigures:
+    enable_ms: list[float] = field(default_factory=lambda: [])
+    call_ms: list[float] = field(default_factory=lambda: [])
+    recover_ms: list[float] = field(default_factory=lambda: [])
+
+
+_CORE_ARGV = (sys.executable, "-m", "naga_core.cli", "daemon", "start", "--foreground")
+
+
+def _start_core(home: str, log: str) -> subprocess.Popen[bytes]:
+    """``naga daemon start --foreground`` (its own process, as in production)."""
+    r, w = os.pipe()
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [*_CORE_ARGV, "--home", home, "--ready-fd", str(w)],
+            stdout=out,
+            stderr=out,
+            pass_fds=(w,),
+            env={**os.environ, "PYTHONPATH": REPO},
+        )
+    os.close(w)
+    ready, _, _ = select.select([r], [], [], 60)
+    said = os.read(r, 16) if ready else b""
+    os.close(r)
+    if not said:
+        proc.kill()
+        raise SystemExit(f"bench: the core did not start; see {log}")
+    return proc
+
+
+def _timed_enable(client: Client, name: str, figures: HostFigures) -> None:
+    client.disable_plugin(name)
+    start = time.perf_counter()
+    info = client.enable_plugin(name, wait=60).plugin
+    if not info.pid:
+        raise SystemExit(f"bench: {name} did not start: {info.last_failure}")
+    figures.enable_ms.append((time.perf_counter() - start) * 1000)
+
+
+def _plugin_host(calls: int, crashes: int) -> HostFigures:
+    figures = HostFigures()
+    with tempfile.TemporaryDirectory(prefix="naga-bench-host-") as root:
+        home = os.path.join(root, "home")
+        plugin_dir = os.path.join(home, "plugins", "crashy")
+        os.makedirs(plugin_dir)
+        os.chmod(home, 0o700)
+        with open(os.path.join(plugin_dir, "plugin.toml"), "w") as f:
+            f.write(CRASHY_MANIFEST)
+        with open(os.path.join(plugin_dir, "crashy.py"), "w") as f:
+            f.write(CRASHY_CODE)
+        core = _start_core(home, os.path.join(root, "core.log"))
+        try:
+            with Client.connect(home) as client:
+                _timed_enable(client, "clock", figures)
+                for _ in range(calls):
+                    start = time.perf_counter()
+                    client.invoke("clock", "clock.now")
+                    figures.call_ms.append((time.perf_counter() - start) * 1000)
+                for _ in range(crashes):
+                    _timed_enable(client, "crashy", figures)  # a fresh worker: no backoff history
+                    try:
+                        client.invoke("crashy", "crashy.crash", timeout=30)
+                    except PluginUnavailable:
+                        pass
+                    else:
+                        raise SystemExit("bench: crashy.crash did not crash")
+                    crashed = time.perf_counter()
+                    client.invoke("crashy", "crashy.echo", {"text": "x"}, timeout=60)
+                    figures.recover_ms.append((time.perf_counter() - crashed) * 1000)
+                client.shutdown("bench done")
+            core.wait(60)
+        finally:
+            if core.poll() is None:
+                core.kill()
+                core.wait()
+    return figures
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description="Sandboxed start benchmark (one JSON object)")
     ap.add_argument("--starts", type=int, default=50)
     ap.add_argument(
         "--profile", choices=("plugin", "egress", "executor", "gateway"), default="plugin"
     )
+    ap.add_argument("--calls", type=int, default=1000, help="plugin calls to time (0: skip)")
+    ap.add_argument("--crashes", type=int, default=8, help="worker crashes to time (0: skip)")
     args = ap.parse_args()
     if args.starts < 1:
         ap.error("--starts must be at least 1")
+    if args.calls < 0 or args.crashes < 0:
+        ap.error("--calls and --crashes must not be negative")
 
     detect_ms: list[float] = []
     kernel = sandbox.detect()
@@ -119,6 +254,17 @@ def main() -> int:
         "layer_us_p50": {name: round(statistics.median(v), 1) for name, v in layers.items()},
         "detect_ms_p50": round(statistics.median(detect_ms), 2),
     }
+    if args.calls or args.crashes:
+        host = _plugin_host(args.calls, args.crashes)
+        result["plugin_host"] = {
+            "enable_to_running_ms": _percentiles(host.enable_ms),
+            "call_round_trip_ms": _percentiles(host.call_ms) if host.call_ms else None,
+            "crash_to_next_call_ms": _percentiles(host.recover_ms) if host.recover_ms else None,
+            # Part of crash_to_next_call_ms: the default first restart backoff.
+            "first_restart_delay_ms": RestartPolicy().backoff_s * 1000,
+            "calls": len(host.call_ms),
+            "crashes": len(host.recover_ms),
+        }
     print(json.dumps(result))
     return 0
 

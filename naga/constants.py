@@ -104,3 +104,18 @@ MAX_SUBSCRIBERS: Final = 8
 SHUTDOWN_GRACE_S: Final = 5.0
 #: Default deadline of one SDK call, in seconds.
 RPC_DEADLINE_S: Final = 10.0
+
+# --- plugins -----------------------------------------------------------------------
+#: The manifest file in a plugin's directory.
+PLUGIN_MANIFEST_NAME: Final = "plugin.toml"
+#: Version of the core <-> plugin wire (proto/naga/v1/plugin.proto); a Hello
+#: with another is refused.
+PLUGIN_PROTOCOL_VERSION: Final = 1
+#: Largest frame either side of the plugin wire accepts (4-byte length excluded).
+PLUGIN_MAX_FRAME_BYTES: Final = 1 << 20
+#: Longest plugin name, in characters.
+PLUGIN_MAX_NAME_CHARS: Final = 40
+#: Longest arguments JSON text one tool call may carry, in characters.
+PLUGIN_MAX_ARGUMENTS_CHARS: Final = 60000
+#: Most PluginService.Invoke calls in flight at once (each holds a server thread).
+MAX_PLUGIN_CALLS_IN_FLIGHT: Final = 4

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from naga.tokens import CAPABILITY_SCHEME, Risk, Token, TokenError, TrustLevel
 from naga.v1 import authz_pb2 as apb
 from naga.v1 import core_pb2 as cpb
 from naga.v1 import ledger_pb2 as lpb
+from naga.v1 import plugin_service_pb2 as spb
 from naga.values import Scalar, to_value
 
 R = TypeVar("R", bound=Message)
@@ -26,6 +28,10 @@ _KERNEL = "/naga.v1.KernelService/"
 _LEDGER = "/naga.v1.LedgerService/"
 _SUPERVISOR = "/naga.v1.SupervisorService/"
 _AUTHZ = "/naga.v1.AuthzService/"
+_PLUGIN = "/naga.v1.PluginService/"
+# What a plugin call's gRPC deadline adds to the call's own timeout, so the
+# core's clear answer (hung, timed out) arrives before grpcio's bare one.
+_INVOKE_SLACK_S = 2.0
 # A read that met UNAVAILABLE is retried this many times on a fresh channel
 # (the core may have restarted under it); writes never are: they may have
 # been applied before the connection broke.
@@ -394,6 +400,99 @@ class Client:
         or why it grants nothing."""
         req = apb.InspectRequest(token=b"" if token is None else token.to_bytes())
         return self._call(_AUTHZ + "Inspect", req, apb.InspectResponse, read=True, timeout=timeout)
+
+    # --- plugins ------------------------------------------------------------------
+
+    def plugins(self, *, timeout: float | None = None) -> list[spb.PluginInfo]:
+        """Every installed plugin, enabled or not, by name."""
+        resp = self._call(
+            _PLUGIN + "List",
+            spb.ListPluginsRequest(),
+            spb.ListPluginsResponse,
+            read=True,
+            timeout=timeout,
+        )
+        return list(resp.plugins)
+
+    def enable_plugin(
+        self, name: str, *, wait: float = 10.0, timeout: float | None = None
+    ) -> spb.EnablePluginResponse:
+        """Enable ``name`` (retry it, if it failed); wait up to ``wait``
+        seconds for its worker to run. The answer's state says how far it got."""
+        req = spb.EnablePluginRequest(name=name, wait_ms=round(wait * 1000))
+        return self._call(
+            _PLUGIN + "Enable",
+            req,
+            spb.EnablePluginResponse,
+            read=False,
+            timeout=timeout or wait + self._timeout,
+        )
+
+    def disable_plugin(
+        self, name: str, *, timeout: float | None = None
+    ) -> spb.DisablePluginResponse:
+        """Disable ``name``: its worker stops; nothing else restarts."""
+        req = spb.DisablePluginRequest(name=name)
+        return self._call(
+            _PLUGIN + "Disable", req, spb.DisablePluginResponse, read=False, timeout=timeout
+        )
+
+    def replace_plugin(
+        self, name: str, version: str, *, wait: float = 10.0, timeout: float | None = None
+    ) -> spb.ReplacePluginResponse:
+        """Run installed ``version`` of ``name`` from now on."""
+        req = spb.ReplacePluginRequest(name=name, version=version, wait_ms=round(wait * 1000))
+        return self._call(
+            _PLUGIN + "Replace",
+            req,
+            spb.ReplacePluginResponse,
+            read=False,
+            timeout=timeout or wait + self._timeout,
+        )
+
+    def invoke(
+        self,
+        plugin: str,
+        tool: str,
+        arguments: object = None,
+        *,
+        timeout: float | None = None,
+    ) -> object:
+        """Call ``tool`` of ``plugin`` with ``arguments`` (a JSON-able
+        mapping, or JSON text); the tool's result, decoded. ``timeout`` (the
+        client's default if None) bounds this call; the plugin's own call
+        timeout bounds how long its worker may take before it counts as hung."""
+        return json.loads(self.invoke_raw(plugin, tool, arguments, timeout=timeout).result_json)
+
+    def invoke_raw(
+        self,
+        plugin: str,
+        tool: str,
+        arguments: object = None,
+        *,
+        timeout: float | None = None,
+    ) -> spb.InvokeToolResponse:
+        """As :meth:`invoke`, returning the response (result JSON text, pid)."""
+        if arguments is None:
+            text = ""
+        elif isinstance(arguments, str):
+            text = arguments
+        else:
+            try:
+                text = json.dumps(arguments, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise errors.InvalidArgument(f"arguments are not JSON-able: {exc}") from None
+        wait = self._timeout if timeout is None else timeout
+        req = spb.InvokeToolRequest(
+            plugin=plugin, tool=tool, arguments_json=text, timeout_ms=max(1, round(wait * 1000))
+        )
+        return self._call(
+            _PLUGIN + "Invoke",
+            req,
+            spb.InvokeToolResponse,
+            read=False,
+            timeout=wait + _INVOKE_SLACK_S,
+        )
 
 
 class Subscription:

@@ -45,6 +45,9 @@ _TOKEN_BY_CODE: dict[grpc.StatusCode, type[errors.TokenRefused]] = {
 }
 
 
+_PLUGIN_SERVICE = "/naga.v1.PluginService/"
+
+
 def unavailable(address: CoreAddress, why: str = "") -> errors.CoreUnavailable:
     detail = f": {why}" if why else ""
     return errors.CoreUnavailable(
@@ -57,6 +60,12 @@ def translate(exc: grpc.RpcError, address: CoreAddress, method: str) -> errors.S
     code: grpc.StatusCode = exc.code()  # type: ignore[attr-defined]
     detail: str = exc.details() or ""  # type: ignore[attr-defined]
     if code is grpc.StatusCode.UNAVAILABLE:
+        if method.startswith(_PLUGIN_SERVICE) and detail.startswith("plugin "):
+            # The core answered: one of its plugin workers is down, not the core.
+            name = method.rsplit("/", 1)[-1]
+            return errors.PluginUnavailable(
+                f"{name}: {detail} (UNAVAILABLE)", code=code.name, detail=detail
+            )
         return unavailable(address, detail)
     if code is grpc.StatusCode.CANCELLED:
         # The SDK never cancels a unary call, and a stream it cancelled ends

@@ -37,6 +37,12 @@ class CoreUnavailable(SdkError):
         self.hint = hint
 
 
+class PluginUnavailable(SdkError):
+    """UNAVAILABLE from a plugin's worker, not from the core: it died during
+    the call or is being rebuilt and was not ready in time. The core serves
+    on; the next call goes to the rebuilt worker."""
+
+
 class CredentialUnreadable(SdkError):
     """The owner credential file is missing, unreadable or malformed."""
 
@@ -120,6 +126,7 @@ __all__ = [
     "NotFound",
     "OutOfRange",
     "PermissionDenied",
+    "PluginUnavailable",
     "ResourceExhausted",
     "SdkError",
     "TokenDenied",

@@ -710,6 +710,8 @@ class ProcessStatus(_message.Message):
     PID_FIELD_NUMBER: _builtins.int
     STATE_FIELD_NUMBER: _builtins.int
     STARTED_NS_FIELD_NUMBER: _builtins.int
+    RESTARTS_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
     role: _builtins.str
     """What it is: "core", later "gateway", "executor", "plugin:<name>"."""
     pid: _builtins.int
@@ -717,6 +719,10 @@ class ProcessStatus(_message.Message):
     state: Global___ProcessState.ValueType
     started_ns: _builtins.int
     """When it started, nanoseconds since the Unix epoch (UTC)."""
+    restarts: _builtins.int
+    """Times the supervisor rebuilt it (always 0 for the core)."""
+    detail: _builtins.str
+    """Why it last ended or failed, when it did; empty otherwise."""
     def __init__(
         self,
         *,
@@ -724,10 +730,12 @@ class ProcessStatus(_message.Message):
         pid: _builtins.int = ...,
         state: Global___ProcessState.ValueType = ...,
         started_ns: _builtins.int = ...,
+        restarts: _builtins.int = ...,
+        detail: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["pid", b"pid", "role", b"role", "started_ns", b"started_ns", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "pid", b"pid", "restarts", b"restarts", "role", b"role", "started_ns", b"started_ns", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

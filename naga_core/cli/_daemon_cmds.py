@@ -242,12 +242,20 @@ def status(_args: argparse.Namespace, home: Home) -> Outcome:
             "role": p.role,
             "pid": p.pid,
             "state": _STATE_WORDS.get(p.state, "unknown"),
-            "started": _iso(p.started_ns),
+            "started": _iso(p.started_ns) if p.started_ns else None,
+            "restarts": p.restarts,
+            "detail": p.detail,
         }
         for p in st.processes
     ]
-    lines = [f"{'ROLE':<10} {'PID':>7}  {'STATE':<9} STARTED"]
-    lines += [f"{p['role']:<10} {p['pid']:>7}  {p['state']:<9} {p['started']}" for p in processes]
+    lines = [f"{'ROLE':<16} {'PID':>7}  {'STATE':<9} {'RESTARTS':>8}  STARTED"]
+    for p in processes:
+        lines.append(
+            f"{p['role']:<16} {p['pid']:>7}  {p['state']:<9} {p['restarts']:>8}  "
+            f"{p['started'] or '-'}"
+        )
+        if p["detail"]:
+            lines.append(f"  last failure: {p['detail']}")
     lines += [f"socket: {st.socket}", f"ledger: {st.ledger_size} records"]
     data = {
         "running": True,

@@ -21,6 +21,7 @@ from naga_core.cli import (
     _install_cmd,
     _kernel_cmds,
     _ledger_cmds,
+    _plugin_cmds,
     _run_cmd,
 )
 from naga_core.cli._output import Outcome
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_daemon(sub)
     _add_kernel(sub)
     _add_ledger(sub)
+    _add_plugin(sub)
     doctor = sub.add_parser("doctor", help=_doctor_cmd.HELP)
     _common(doctor)
     _doctor_cmd.configure(doctor)
@@ -122,6 +124,40 @@ def _add_ledger(sub: Subparsers) -> None:
         _command(lsub, name, handler, help_text)
     prove = _command(lsub, "prove", _ledger_cmds.prove, "inclusion proof of SEQ with a checkpoint")
     prove.add_argument("seq", type=_nonnegative, metavar="SEQ")
+
+
+def _add_plugin(sub: Subparsers) -> None:
+    plugin = sub.add_parser("plugin", help="plugins: list, enable, disable, replace, call")
+    psub = plugin.add_subparsers(dest="plugin_command", required=True, metavar="ACTION")
+    _command(psub, "list", _plugin_cmds.list_plugins, "every installed plugin and its state")
+    enable = _command(
+        psub, "enable", _plugin_cmds.enable, "enable a plugin (or retry a failed one)"
+    )
+    enable.add_argument("name", metavar="NAME")
+    disable = _command(psub, "disable", _plugin_cmds.disable, "disable a plugin; its worker stops")
+    disable.add_argument("name", metavar="NAME")
+    replace = _command(
+        psub, "replace", _plugin_cmds.replace, "run another installed version of a plugin"
+    )
+    replace.add_argument("name", metavar="NAME")
+    replace.add_argument("version", metavar="VERSION")
+    call = _command(psub, "call", _plugin_cmds.call, "call one tool of an enabled plugin")
+    call.add_argument("name", metavar="NAME")
+    call.add_argument("tool", metavar="TOOL")
+    call.add_argument(
+        "arguments", nargs="?", default="", metavar="JSON", help="a JSON object (default {})"
+    )
+    call.add_argument("--timeout", type=_seconds, default=None, help="seconds to wait")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value <= 600:
+        raise argparse.ArgumentTypeError(f"{value} is not in (0, 600] seconds")
+    return value
 
 
 def _whole(text: str) -> int:

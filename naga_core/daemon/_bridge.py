@@ -23,7 +23,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Sequence
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -79,7 +79,20 @@ class Stream(Generic[Req]):
     check: Callable[[Req], None] = _no_check
 
 
-Method = Unary[Any] | Stream[Any]
+@dataclass(frozen=True, slots=True)
+class AsyncUnary(Generic[Req]):
+    """A unary RPC whose handler must wait for something (a plugin's
+    answer): ``handle`` runs as a task on the trio loop, other handlers run
+    while it waits, and it is cancelled if the caller goes away. Kernel
+    writes it makes are settled before the response, as for :class:`Unary`."""
+
+    name: str
+    request: type[Req]
+    handle: Callable[[Principal, Req], Awaitable[Message]]
+    check: Callable[[Req], None] = _no_check
+
+
+Method = Unary[Any] | Stream[Any] | AsyncUnary[Any]
 
 
 class _StreamCall:
@@ -96,6 +109,31 @@ class _StreamCall:
             self._scope = scope
             try:
                 return await cursor.next()
+            finally:
+                self._scope = None
+        return None  # cancelled: the caller went away
+
+    def cancel(self) -> None:  # on the trio thread
+        self._done = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+
+class _Awaited:
+    """One async handler call on the loop, cancellable from grpcio's thread
+    when the caller goes away."""
+
+    def __init__(self) -> None:
+        self._scope: trio.CancelScope | None = None
+        self._done = False
+
+    async def run(self, handle: Callable[[], Awaitable[Message]]) -> Message | None:
+        if self._done:
+            return None
+        with trio.CancelScope() as scope:
+            self._scope = scope
+            try:
+                return await handle()
             finally:
                 self._scope = None
         return None  # cancelled: the caller went away
@@ -143,6 +181,8 @@ class Bridge:
             self._served.append(full)
             if isinstance(m, Unary):
                 table[m.name] = grpc.unary_unary_rpc_method_handler(self._unary(m, full))
+            elif isinstance(m, AsyncUnary):
+                table[m.name] = grpc.unary_unary_rpc_method_handler(self._async_unary(m, full))
             else:
                 table[m.name] = grpc.unary_stream_rpc_method_handler(self._stream(m, full))
         self._handlers.append(grpc.method_handlers_generic_handler(service, table))
@@ -219,7 +259,11 @@ class Bridge:
             self._hop(self._on_settled)
 
     def _admit(
-        self, context: grpc.ServicerContext, full: str, m: Unary[Any] | Stream[Any], raw: bytes
+        self,
+        context: grpc.ServicerContext,
+        full: str,
+        m: Unary[Any] | AsyncUnary[Any] | Stream[Any],
+        raw: bytes,
     ) -> tuple[Admission, Any]:
         """The server thread's part: who calls (before decoding, so garbage
         from a stranger is UNAUTHENTICATED, not INVALID_ARGUMENT), the
@@ -251,6 +295,58 @@ class Bridge:
             raise AssertionError("unreachable: abort raises")
 
         return behave
+
+    def _async_unary(
+        self, m: AsyncUnary[Any], full: str
+    ) -> Callable[[bytes, grpc.ServicerContext], bytes]:
+        def behave(raw: bytes, context: grpc.ServicerContext) -> bytes:
+            try:
+                admission, request = self._admit(context, full, m, raw)
+                awaited = _Awaited()
+                context.add_callback(lambda: self._cancel_awaited(awaited))
+                try:
+                    response: Message = trio.from_thread.run(
+                        self._on_loop_awaited,
+                        awaited,
+                        # On the loop: the kernel-state checks, then the handler.
+                        lambda: m.handle(admission.admit(), request),
+                        trio_token=self._token,
+                    )
+                except trio.RunFinishedError:
+                    raise CoreStopping("naga-core is shutting down") from None
+                finally:
+                    # What the handler journaled is durable before any answer
+                    # leaves, an error included (it may fail after a write).
+                    self._settle_ledger()
+                return response.SerializeToString()
+            except NagaError as exc:
+                _abort(context, exc)
+            except Exception:  # a bug must cost one call, not the core
+                log.exception("internal error in %s", full)
+                context.abort(
+                    grpc.StatusCode.INTERNAL, f"internal error in {full}; see the core log"
+                )
+            raise AssertionError("unreachable: abort raises")
+
+        return behave
+
+    async def _on_loop_awaited(
+        self, awaited: _Awaited, handle: Callable[[], Awaitable[Message]]
+    ) -> Message:
+        try:
+            response = await awaited.run(handle)
+        except NagaError as exc:
+            if is_fatal(exc):
+                self._on_fatal(exc)
+            raise
+        if response is None:
+            raise RequestRefused(grpc.StatusCode.CANCELLED, "the caller went away")
+        return response
+
+    def _cancel_awaited(self, awaited: _Awaited) -> None:
+        # grpcio runs this on its own thread when the call ends for any reason.
+        with contextlib.suppress(trio.RunFinishedError):
+            trio.from_thread.run_sync(awaited.cancel, trio_token=self._token)
 
     def _stream(
         self, m: Stream[Any], full: str
@@ -338,4 +434,4 @@ def _bind(server: grpc.Server, address: str) -> None:
         os.umask(old)
 
 
-__all__ = ["Bridge", "Cursor", "Method", "Stream", "Unary"]
+__all__ = ["AsyncUnary", "Bridge", "Cursor", "Method", "Stream", "Unary"]

@@ -14,6 +14,7 @@ from typing import TypeVar
 import trio
 
 from naga_core._home import Home
+from naga_core.authz import TokenAuthority
 from naga_core.daemon._errors import CoreStopping
 from naga_core.errors import NagaError
 from naga_core.kernel import Kernel, Settings, TrustTable
@@ -50,6 +51,9 @@ class Core:
         self.stop_reason = ""
         self.failure: NagaError | None = None
         self._appended = trio.Event()
+        # The core's token authority, once the composition root built it.
+        self.authority: TokenAuthority | None = None
+        self._rollback_hooks: list[Callable[[], None]] = []
 
     @property
     def info(self) -> CoreInfo:
@@ -67,6 +71,19 @@ class Core:
         finally:
             if self.ledger.size != before:  # something committed on this thread
                 self.notify_appended()
+
+    def on_rollback(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` after every rollback, inside the rollback's write (so
+        what it journals is settled with it): state derived from the kernel
+        (the plugins' workers) converges on what the rollback restored."""
+        self._rollback_hooks.append(hook)
+
+    def rolled_back(self) -> None:
+        for hook in self._rollback_hooks:
+            try:
+                hook()
+            except NagaError:  # the rollback stands; what did not follow is logged
+                log.exception("naga-core: after a rollback")
 
     def settle(self) -> bool:
         """On a server thread, after a call's loop part and before its response:

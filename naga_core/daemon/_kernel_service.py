@@ -21,6 +21,7 @@ from naga_core.kernel import (
     MAX_NAME_CHARS,
     MAX_PEER_CHARS,
     TRUST_FAMILY,
+    RollbackPreview,
 )
 from naga_core.ledger import Record
 
@@ -79,9 +80,14 @@ class KernelServicer:
             return cpb.RollbackResponse(
                 preview=_convert.preview(kernel.preview_rollback(req.to_seq))
             )
-        seq, preview = self._core.write(
-            lambda: kernel.rollback(req.to_seq, by_owner=_owner_asserted(p, req.by_owner))
-        )
+        by_owner = _owner_asserted(p, req.by_owner)
+
+        def roll_back() -> tuple[int, RollbackPreview]:
+            done = kernel.rollback(req.to_seq, by_owner=by_owner)
+            self._core.rolled_back()
+            return done
+
+        seq, preview = self._core.write(roll_back)
         return cpb.RollbackResponse(preview=_convert.preview(preview), seq=seq)
 
     # --- settings ----------------------------------------------------------------------

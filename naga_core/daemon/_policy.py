@@ -58,6 +58,7 @@ _LEDGER = "/naga.v1.LedgerService/"
 _KERNEL = "/naga.v1.KernelService/"
 _SUPERVISOR = "/naga.v1.SupervisorService/"
 _AUTHZ = "/naga.v1.AuthzService/"
+_PLUGIN = "/naga.v1.PluginService/"
 
 POLICY: Mapping[str, Rule] = {
     # The ledger's read side. The head (size, root, signed checkpoint) tells
@@ -106,6 +107,16 @@ POLICY: Mapping[str, Rule] = {
         amount="amount",
     ),
     _AUTHZ + "Inspect": _read(*_ANY),
+    # Plugins. Which are installed is the owner's console's business (the
+    # gateway shows it); hot plug is the owner's (each is an effect that can
+    # be rolled back). A tool call is the owner's (the CLI) and the agent
+    # executor's, for the tools its token lists; the risk of the tool itself
+    # is checked against the token's ceiling when the call is made.
+    _PLUGIN + "List": _read(GATEWAY),
+    _PLUGIN + "Enable": _owner_only(Risk.R3),
+    _PLUGIN + "Disable": _owner_only(Risk.R3),
+    _PLUGIN + "Replace": _owner_only(Risk.R3),
+    _PLUGIN + "Invoke": Rule(owner=True, roles=frozenset({EXECUTOR}), risk=Risk.R0, tool="tool"),
 }
 
 #: Record kinds a Subscribe stream shows each token role (None: every kind).

@@ -9,15 +9,18 @@ Order matters and is the point of this module:
 3. a fresh owner credential is written (0600); the token root key is read
    (``keys/token.key``, created 0600 on the first start);
 4. the ledger is opened (recovering a torn tail; systemd is asked for more
-   start-up time while that runs) and the kernel replayed, with the
-   authorization ratchets (a rollback cannot un-revoke a token or refund a
-   budget without the owner);
-5. the server binds with a umask that makes the socket 0600 from its first
+   start-up time while that runs), the plugins discovered (their world
+   actions installed before the kernel may re-run interrupted ones) and the
+   kernel replayed, with the authorization ratchets (a rollback cannot
+   un-revoke a token or refund a budget without the owner);
+5. the plugins the ledger says ran are started again (naga_core.plugins);
+   the server binds with a umask that makes the socket 0600 from its first
    instant, and starts; readiness is ``task_status.started(CoreInfo)`` and,
    under systemd, ``READY=1`` (watchdog pings run from the start);
 6. on SIGTERM/SIGINT, a Shutdown call or a fatal ledger error: ``STOPPING=1``,
-   stop accepting, let calls in flight finish (grace), close the ledger,
-   remove the socket, pid file and credential, release the lock.
+   stop accepting, let calls in flight finish (grace), stop the plugin
+   workers, close the ledger, remove the socket, pid file and credential,
+   release the lock.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from naga_core.daemon import (
     _authz_service,
     _kernel_service,
     _ledger_service,
+    _plugin_service,
     _supervisor_service,
 )
 from naga_core.daemon._auth import OwnerCredential
@@ -56,6 +60,7 @@ from naga_core.daemon._policy import POLICY
 from naga_core.daemon._rundir import RunDir
 from naga_core.kernel import RATCHETS, Actions, Kernel
 from naga_core.ledger import Ledger, Projection
+from naga_core.plugins import PluginHost, PluginsConfig
 
 log = logging.getLogger("naga.core")
 
@@ -75,6 +80,7 @@ class CoreConfig:
     clock: Callable[[], int] = time.time_ns
     notifier: Notifier | None = None
     watchdog_ns: int | None = None
+    plugins: PluginsConfig = field(default_factory=PluginsConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,23 +106,28 @@ async def serve_core(
         with extending_timeout(notifier):
             ledger = stack.enter_context(open_ledger(config.home, create=True))
             _catch_up_projection(config.home, ledger)
+            plugins = PluginHost.discover(config.home, config.plugins)
+            plugins.install(config.actions)  # before the kernel re-runs interrupted actions
             kernel = Kernel.open(ledger, config.actions, ratchets=(*RATCHETS, *AUTHZ_RATCHETS))
         for line in kernel.recovered:
             log.info("kernel recovery: %s", line)
         core = Core(home=config.home, socket=rundir.socket_path, ledger=ledger, kernel=kernel)
+        core.authority = TokenAuthority.over_kernel(kernel, key, clock=config.clock)
         authorizer = CoreAuthorizer(
             owner=credential,
-            authority=TokenAuthority.over_kernel(kernel, key, clock=config.clock),
+            authority=core.authority,
             violations=ViolationPolicy.over(kernel),
             write=core.write,
         )
-        await _serve(core, rundir, authorizer, config, task_status)
+        await _serve(core, rundir, authorizer, config, task_status, plugins=plugins)
         if core.failure is None:
             _catch_up_projection(config.home, ledger)
     return CoreExit(core.stop_reason, failed=core.failure is not None)
 
 
-def _bridge(core: Core, authorizer: CoreAuthorizer, config: CoreConfig) -> Bridge:
+def _bridge(
+    core: Core, authorizer: CoreAuthorizer, config: CoreConfig, plugins: PluginHost
+) -> Bridge:
     bridge = Bridge(
         authorizer=authorizer,
         on_fatal=core.fail,
@@ -128,7 +139,11 @@ def _bridge(core: Core, authorizer: CoreAuthorizer, config: CoreConfig) -> Bridg
     )
     bridge.add(_kernel_service.SERVICE, _kernel_service.KernelServicer(core).methods())
     bridge.add(_ledger_service.SERVICE, _ledger_service.LedgerServicer(core).methods())
-    bridge.add(_supervisor_service.SERVICE, _supervisor_service.SupervisorServicer(core).methods())
+    supervisor = _supervisor_service.SupervisorServicer(
+        core, lambda: _plugin_service.process_rows(plugins)
+    )
+    bridge.add(_supervisor_service.SERVICE, supervisor.methods())
+    bridge.add(_plugin_service.SERVICE, _plugin_service.PluginServicer(plugins).methods())
     bridge.add(_authz_service.SERVICE, _authz_service.AuthzServicer(core, authorizer).methods())
     unruled = sorted(set(bridge.served) - set(POLICY))
     if unruled:  # every call to them would be refused; say so at once instead
@@ -142,14 +157,19 @@ async def _serve(
     authorizer: CoreAuthorizer,
     config: CoreConfig,
     task_status: trio.TaskStatus[CoreInfo],
+    *,
+    plugins: PluginHost,
 ) -> None:
-    bridge = _bridge(core, authorizer, config)
+    bridge = _bridge(core, authorizer, config, plugins)
     notifier = config.notifier
     async with trio.open_nursery() as nursery:
         if config.handle_signals:
             await nursery.start(_stop_on_signals, core)
         if notifier is not None and config.watchdog_ns is not None:
             await nursery.start(run_watchdog, notifier, config.watchdog_ns)
+        # Plugins the ledger says ran start again before the socket opens;
+        # they stop after it closes (this nursery is cancelled last).
+        await nursery.start(plugins.serve, core)
         async with bridge.serving(rundir.address, grace=config.grace_s):
             rundir.secure_socket()
             log.info("naga-core serving on %s (pid %d)", rundir.address, core.pid)

@@ -44,6 +44,15 @@ from naga_core.kernel import KernelError, OwnerRequired
 # (yet); they are part of what callers must be able to tell apart.
 from naga_core.kernel._settings import InvalidSetting, SettingError, UnknownSetting
 from naga_core.kernel._trust import InvalidPeer, TrustError, TrustRaiseRefused
+from naga_core.plugins import (
+    CallTimedOut,
+    PluginNotFound,
+    PluginUnavailable,
+    ToolArgumentsInvalid,
+    ToolFailed,
+    WorkerHung,
+    WorkerUnavailable,
+)
 
 Code = grpc.StatusCode
 
@@ -87,6 +96,14 @@ STATUS_OF: Mapping[type[BaseException], Code] = {
     OwnerRequired: Code.PERMISSION_DENIED,
     KernelError: Code.FAILED_PRECONDITION,
     NotFound: Code.NOT_FOUND,
+    # plugins: the caller's mistakes, the plugin's state, the worker's fate
+    PluginNotFound: Code.NOT_FOUND,
+    ToolArgumentsInvalid: Code.INVALID_ARGUMENT,
+    PluginUnavailable: Code.FAILED_PRECONDITION,
+    ToolFailed: Code.FAILED_PRECONDITION,
+    WorkerUnavailable: Code.UNAVAILABLE,  # messages start "plugin NAME" (the SDK tells it apart)
+    WorkerHung: Code.DEADLINE_EXCEEDED,
+    CallTimedOut: Code.DEADLINE_EXCEEDED,
     # the core's own state
     CoreStopping: Code.UNAVAILABLE,
     LedgerFailed: Code.UNAVAILABLE,  # the core stops; the next one recovers

@@ -1,7 +1,9 @@
-"""``naga.v1.SupervisorService``: the process tree (the core alone, until
-the gateway, executors and plugins arrive) and shutdown."""
+"""``naga.v1.SupervisorService``: the process tree (the core and its plugin
+workers, until the gateway and executors arrive) and shutdown."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
 
 from naga.v1 import core_pb2 as cpb
 from naga_core.daemon import _checks
@@ -14,8 +16,14 @@ MAX_REASON_CHARS = 500
 
 
 class SupervisorServicer:
-    def __init__(self, core: Core) -> None:
+    """``children`` lists the supervised processes besides the core (the
+    plugin workers); called on the loop for every Status."""
+
+    def __init__(
+        self, core: Core, children: Callable[[], Sequence[cpb.ProcessStatus]] = lambda: ()
+    ) -> None:
         self._core = core
+        self._children = children
 
     def methods(self) -> list[Method]:
         return [
@@ -30,7 +38,8 @@ class SupervisorServicer:
             processes=[
                 cpb.ProcessStatus(
                     role="core", pid=core.pid, state=state, started_ns=core.started_ns
-                )
+                ),
+                *self._children(),
             ],
             socket=core.socket,
             home=core.home.root,

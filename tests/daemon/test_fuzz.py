@@ -24,6 +24,7 @@ from naga.v1 import authz_pb2 as apb
 from naga.v1 import core_pb2 as cpb
 from naga.v1 import kernel_pb2 as kpb
 from naga.v1 import ledger_pb2 as lpb
+from naga.v1 import plugin_service_pb2 as spb
 from naga_core._home import Home
 from naga_core._store import blob_store, projection_path, verifier_for
 from naga_core.ledger import OsFileSystem, verify_ledger
@@ -46,6 +47,11 @@ UNARY = [
     "/naga.v1.AuthzService/Mint",
     "/naga.v1.AuthzService/Revoke",
     "/naga.v1.AuthzService/Inspect",
+    "/naga.v1.PluginService/List",
+    "/naga.v1.PluginService/Enable",
+    "/naga.v1.PluginService/Disable",
+    "/naga.v1.PluginService/Replace",
+    "/naga.v1.PluginService/Invoke",
     # Shutdown is left out: any bytes that decode would (rightly) stop the core.
     # Spawn and Spend take a token, not the owner: tests/daemon/test_token_fuzz.py.
 ]
@@ -171,6 +177,7 @@ _value = st.one_of(
     st.builds(kpb.Value, raw=st.binary(max_size=64)),
     st.just(kpb.Value()),
 )
+_plugin = _text | st.sampled_from(["clock", "notes", "x" * 41])
 _history = st.builds(cpb.HistoryRequest, limit=_u32) | st.builds(
     cpb.HistoryRequest, limit=_u32, before_seq=_u64
 )
@@ -230,6 +237,27 @@ REQUESTS: list[tuple[str, st.SearchStrategy[Message]]] = [
         st.builds(apb.RevokeRequest, token_id=st.binary(max_size=40), reason=_text),
     ),
     ("/naga.v1.AuthzService/Inspect", st.builds(apb.InspectRequest, token=st.binary(max_size=600))),
+    (
+        "/naga.v1.PluginService/Enable",
+        st.builds(spb.EnablePluginRequest, name=_plugin, wait_ms=_u32),
+    ),
+    ("/naga.v1.PluginService/Disable", st.builds(spb.DisablePluginRequest, name=_plugin)),
+    (
+        "/naga.v1.PluginService/Replace",
+        st.builds(spb.ReplacePluginRequest, name=_plugin, version=_text, wait_ms=_u32),
+    ),
+    (
+        "/naga.v1.PluginService/Invoke",
+        st.builds(
+            spb.InvokeToolRequest,
+            plugin=_plugin,
+            tool=_text | st.just("clock.now"),
+            arguments_json=_text | st.just('{"timezone": "UTC"}') | st.just("[" * 30_000),
+            # 0 (the plugin's own) or out of range: a short but valid caller
+            # timeout would rightly answer DEADLINE_EXCEEDED.
+            timeout_ms=st.sampled_from([0, 600_001, 2**32 - 1]),
+        ),
+    ),
 ]
 
 

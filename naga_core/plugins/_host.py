@@ -1,0 +1,473 @@
+"""The plugin host: installed plugins as kernel components, their workers,
+and the operations the PluginService offers (docs/design/plugins.md).
+
+Each installed plugin name is a component ``plugin.<name>`` of a
+:class:`~naga_core.kernel.ComponentRuntime`: enabling and disabling are
+registrations, starting and stopping its worker are performs, so all of it
+is in the ledger and a rollback undoes it (the runtime reconciles after a
+rollback: rolling back an enable stops the worker). The component's start
+only hands a :class:`Worker` to the host's nursery; launching is the
+worker's business, in a thread, and a caller that wants to know how it went
+waits for readiness after the effect. Which installed version runs is the
+registration ``plugin.version/<name>`` (absent: the newest), so replacing a
+version is an effect too.
+
+Everything here runs on the core's trio thread.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+
+import trio
+
+import naga_plugins.examples
+import sandbox
+from naga.plugin import check_arguments
+from naga.plugin.errors import InvalidArguments
+from naga_core._home import Home
+from naga_core.authz import TokenAuthority
+from naga_core.errors import NagaError
+from naga_core.kernel import Actions, ComponentRuntime, ComponentSpec, Kernel
+from naga_core.plugins._catalog import Catalog, Installed, Root
+from naga_core.plugins._errors import (
+    PluginNotFound,
+    PluginUnavailable,
+    ToolArgumentsInvalid,
+)
+from naga_core.plugins._tokens import PluginTokens
+from naga_core.plugins._worker import Worker, WorkerState
+from naga_core.supervisor import WorkerTuning
+
+log = logging.getLogger("naga.plugins")
+
+T = TypeVar("T")
+
+VERSION_FAMILY = "plugin.version"
+COMPONENT_PREFIX = "plugin."
+#: Plugins that need the network require this fact: present when the kernel
+#: can hold them to their declared ports (Landlock ABI >= 4), or when the
+#: configuration accepts degraded sandboxes.
+NET_FACT = "cap:net"
+#: The plugins shipped with Naga.
+SHIPPED_ROOT = os.path.dirname(os.path.abspath(naga_plugins.examples.__file__))
+
+
+@dataclass(frozen=True, slots=True)
+class PluginsConfig:
+    """Where plugins are found and how their workers are watched."""
+
+    #: Extra roots after the shipped plugins and $NAGA_HOME/plugins.
+    roots: tuple[str, ...] = ()
+    shipped: bool = True
+    tuning: WorkerTuning = field(default_factory=WorkerTuning)
+
+
+@dataclass(frozen=True, slots=True)
+class PluginView:
+    """One plugin as the service reports it."""
+
+    name: str
+    installed: Installed | None
+    versions: tuple[str, ...]
+    enabled: bool
+    state: str
+    worker: Worker | None
+    problems: tuple[str, ...]
+    failure: str
+
+
+class Core(Protocol):
+    """What the host needs of the daemon's core (naga_core.daemon's Core)."""
+
+    @property
+    def kernel(self) -> Kernel: ...
+
+    @property
+    def socket(self) -> str: ...
+
+    def write(self, fn: Callable[[], T]) -> T: ...
+
+    def settle(self) -> bool: ...
+
+    def notify_appended(self) -> None: ...
+
+    def on_rollback(self, hook: Callable[[], None]) -> None: ...
+
+    @property
+    def authority(self) -> TokenAuthority | None: ...
+
+
+def component(name: str) -> str:
+    return COMPONENT_PREFIX + name
+
+
+async def journaled(core: Core, fn: Callable[[], T]) -> T:
+    """A kernel write outside any RPC: staged on the loop, then made durable
+    on a thread (no RPC's settle would do it), then subscribers woken."""
+    result = core.write(fn)
+    if await trio.to_thread.run_sync(core.settle):
+        core.notify_appended()
+    return result
+
+
+class _PluginComponent:
+    """What the component runtime starts and stops for one plugin."""
+
+    def __init__(self, host: PluginHost, name: str) -> None:
+        self._host = host
+        self._name = name
+
+    def start(self) -> None:
+        self._host.start_worker(self._name)
+
+    def stop(self) -> None:
+        self._host.stop_worker(self._name)
+
+
+class PluginHost:
+    """Build with :meth:`discover`; :meth:`install` before the kernel opens;
+    run :meth:`serve` in the core's nursery."""
+
+    def __init__(self, home: Home, config: PluginsConfig, catalog: Catalog) -> None:
+        self._home = home
+        self._config = config
+        self._catalog = catalog
+        self._tuning = config.tuning
+        self._runtime = ComponentRuntime.of(
+            *(
+                (
+                    ComponentSpec.of(
+                        component(name),
+                        requires=[NET_FACT] if any(v.manifest.egress for v in versions) else [],
+                    ),
+                    _PluginComponent(self, name),
+                )
+                for name, versions in catalog.plugins.items()
+            )
+        )
+        self._core: Core | None = None
+        self._nursery: trio.Nursery | None = None
+        self._tokens: PluginTokens | None = None
+        self._kernel_report: sandbox.KernelReport | None = None
+        self._workers: dict[str, Worker] = {}
+        self._retiring: set[Worker] = set()
+        self._failures: dict[str, str] = {}
+
+    @classmethod
+    def discover(cls, home: Home, config: PluginsConfig) -> PluginHost:
+        return cls(home, config, Catalog.scan(cls.roots_of(home, config)))
+
+    @staticmethod
+    def roots_of(home: Home, config: PluginsConfig) -> list[Root]:
+        roots = [Root(SHIPPED_ROOT, shipped=True)] if config.shipped else []
+        roots.append(Root(os.path.join(home.root, "plugins"), shipped=False))
+        roots += [Root(os.path.abspath(r), shipped=False) for r in config.roots]
+        return roots
+
+    def install(self, actions: Actions) -> None:
+        """Register the runtime's world actions (before the kernel opens)."""
+        self._runtime.install(actions)
+
+    async def serve(self, core: Core, *, task_status: trio.TaskStatus[PluginHost]) -> None:
+        """Own every worker until cancelled; ready once the plugins the
+        ledger says ran are starting again."""
+        self._core = core
+        self._kernel_report = await trio.to_thread.run_sync(sandbox.detect)
+        self._tokens = (
+            PluginTokens(core.authority)
+            if core.authority is not None
+            else PluginTokens.for_home(self._home, core.kernel)
+        )
+        net = self._kernel_report.landlock_abi >= 4 or self._tuning.allow_degraded
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            await journaled(
+                core, lambda: self._runtime.bind(core.kernel, facts=[NET_FACT] if net else [])
+            )
+            core.on_rollback(self.after_rollback)
+            task_status.started(self)
+            await trio.sleep_forever()
+
+    # --- the component's world -------------------------------------------------------
+
+    def start_worker(self, name: str) -> None:
+        if self._nursery is None or self._tokens is None:
+            raise PluginUnavailable("the plugin host is not serving")
+        installed = self.selected(name)
+        if installed is None:
+            raise PluginUnavailable(f"plugin {name} has no valid version installed")
+        worker = Worker(
+            installed,
+            spawn=self._spawn,
+            tuning=self._tuning,
+            note=self._note,
+            give_up=self._gave_up,
+        )
+        old = self._workers.get(name)
+        if old is not None and not old.stopped.is_set():
+            self._retire(old)
+        self._workers[name] = worker
+        self._failures.pop(name, None)
+        self._nursery.start_soon(self._run_worker, worker)
+
+    async def _run_worker(self, worker: Worker) -> None:
+        try:
+            await worker.run()
+        except Exception:  # a supervisor bug ends this plugin's worker, never the core
+            log.exception("plugin %s: its supervisor failed", worker.name)
+            self._failures[worker.name] = "its supervisor failed; see the core log"
+
+    def stop_worker(self, name: str) -> None:
+        worker = self._workers.get(name)
+        if worker is not None and not worker.stopped.is_set():
+            self._retire(worker)
+
+    def _retire(self, worker: Worker) -> None:
+        self._retiring.add(worker)
+        worker.stop()
+        assert self._nursery is not None
+        self._nursery.start_soon(self._forget, worker)
+
+    async def _forget(self, worker: Worker) -> None:
+        await worker.stopped.wait()
+        self._retiring.discard(worker)
+
+    def _spawn(self, plugin: Installed, fd: int) -> sandbox.Sandboxed:
+        """Launch one worker (in a thread: only reads what it is given)."""
+        assert self._tokens is not None
+        assert self._core is not None
+        m = plugin.manifest
+        work = os.path.join(self._home.root, "work", "plugins", m.name)
+        os.makedirs(work, mode=0o700, exist_ok=True)
+        profile = sandbox.Profile.plugin(
+            work_dir=work,
+            egress=[sandbox.Egress(e.host, e.port) for e in m.egress],
+            core_socket=self._core.socket if "core" in m.capabilities else None,
+            read_only=[plugin.directory],
+            allow_degraded=self._tuning.allow_degraded,
+        )
+        token = self._tokens.mint(m)
+        return sandbox.launch(
+            profile,
+            m.entry,
+            [str(fd), plugin.manifest_path],
+            pass_fds=[fd],
+            env={sandbox.TOKEN_ENV: base64.b64encode(token).decode("ascii")},
+            import_paths=[] if plugin.shipped else [plugin.directory],
+            kernel=self._kernel_report,
+            ready_timeout=self._tuning.launch_timeout_s,
+        )
+
+    async def _note(self, text: str) -> None:
+        core = self._bound()
+        log.warning("%s", text)
+        try:
+            await journaled(core, lambda: core.kernel.perform([], None, description=text))
+        except NagaError:  # the core is stopping; the log keeps the line
+            log.exception("cannot journal %r", text)
+
+    async def _gave_up(self, worker: Worker, reason: str) -> None:
+        log.error("plugin %s failed: %s", worker.name, reason)
+        self._failures[worker.name] = reason
+        name = component(worker.name)
+        if self._workers.get(worker.name) is not worker or name not in self._runtime.running:
+            return
+        try:
+            await journaled(self._bound(), lambda: self._runtime.crashed(name, reason))
+        except NagaError:
+            log.exception("cannot journal the failure of plugin %s", worker.name)
+
+    # --- reading ------------------------------------------------------------------------
+
+    def _bound(self) -> Core:
+        if self._core is None:
+            raise PluginUnavailable("the plugin host is not serving")
+        return self._core
+
+    def rescan(self) -> None:
+        """Pick up versions installed (or manifests fixed) since the last scan.
+        A new plugin *name* needs a core restart: components are fixed when
+        the kernel opens."""
+        self._catalog = Catalog.scan(self.roots_of(self._home, self._config))
+
+    def selected(self, name: str) -> Installed | None:
+        """The version that runs when ``name`` is enabled."""
+        chosen = self._bound().kernel.state.get((VERSION_FAMILY, name))
+        if isinstance(chosen, str):
+            found = self._catalog.get(name, chosen)
+            if found is not None:
+                return found
+        return self._catalog.get(name)
+
+    def known(self, name: str) -> str:
+        if component(name) not in self._runtime.planner.specs:
+            if name in self._catalog.problems:
+                raise PluginUnavailable(
+                    f"plugin {name} has no valid manifest: "
+                    + "; ".join(self._catalog.problems[name])
+                )
+            if self._catalog.get(name) is not None:
+                raise PluginUnavailable(
+                    f"plugin {name} was installed after the core started; restart the core "
+                    "(naga daemon stop; naga daemon start) to load it"
+                )
+            known = ", ".join(n for n in self._catalog.names()) or "none"
+            raise PluginNotFound(f"no plugin named {name!r} is installed (installed: {known})")
+        return component(name)
+
+    def view(self, name: str) -> PluginView:
+        comp = component(name)
+        problems = self._catalog.problems.get(name, ())
+        if comp not in self._runtime.planner.specs:
+            installed = self._catalog.get(name)
+            return PluginView(name, installed, (), False, "broken", None, problems, "")
+        status = self._runtime.status(comp)
+        worker = self._workers.get(name)
+        state = str(status.state)
+        failure = status.reason or self._failures.get(name, "")
+        if state == "active" and worker is not None:
+            state = {
+                WorkerState.RUNNING: "running",
+                WorkerState.FAILED: "failed",
+                WorkerState.STOPPED: "stopped",
+            }.get(worker.state, "starting")
+        elif state == "blocked":
+            state = "pending"
+        versions = tuple(v.manifest.version for v in self._catalog.versions(name))
+        enabled = comp in self._runtime.planner.enabled
+        return PluginView(
+            name, self.selected(name), versions, enabled, state, worker, problems, failure
+        )
+
+    def views(self) -> list[PluginView]:
+        return [self.view(name) for name in self._catalog.names()]
+
+    def workers(self) -> list[Worker]:
+        """The workers of enabled plugins (failed ones too, without a
+        process), then those still stopping, by name."""
+        enabled = self._runtime.planner.enabled
+        live = [w for n, w in sorted(self._workers.items()) if component(n) in enabled]
+        return live + sorted(self._retiring, key=lambda w: w.name)
+
+    # --- operations (the service) ------------------------------------------------------
+
+    async def wait_ready(self, name: str, timeout_s: float) -> None:
+        """Until ``name``'s worker runs, fails or stops, at most ``timeout_s``."""
+        worker = self._workers.get(name)
+        if worker is None or timeout_s <= 0:
+            return
+        with trio.move_on_after(timeout_s):
+            await worker.wait_settled()
+
+    def enable(self, name: str) -> bool:
+        """Enable ``name`` (or retry it after it failed); False if it already was."""
+        comp = self.known(name)
+        self.rescan()
+        core = self._bound()
+        status = self._runtime.status(comp)
+        if str(status.state) == "failed":
+            core.write(lambda: self._runtime.retry(comp))
+            return True
+        if comp in self._runtime.planner.enabled:
+            return False
+        core.write(lambda: self._runtime.enable(comp))
+        return True
+
+    def disable(self, name: str) -> bool:
+        comp = self.known(name)
+        if comp not in self._runtime.planner.enabled:
+            return False
+        self._bound().write(lambda: self._runtime.disable(comp))
+        return True
+
+    async def wait_stopped(self, name: str) -> None:
+        worker = self._workers.get(name)
+        if worker is not None:
+            with trio.move_on_after(4 * self._tuning.shutdown_grace_s):
+                await worker.stopped.wait()
+
+    def replace(self, name: str, version: str) -> str:
+        """Run ``version`` of ``name`` from now on; the version selected before."""
+        comp = self.known(name)
+        self.rescan()
+        target = self._catalog.get(name, version)
+        if target is None:
+            have = ", ".join(v.manifest.version for v in self._catalog.versions(name))
+            raise PluginNotFound(f"plugin {name} has no version {version} installed (have: {have})")
+        current = self.selected(name)
+        previous = current.manifest.version if current is not None else ""
+        if previous == version:
+            return previous
+        core = self._bound()
+        enabled = comp in self._runtime.planner.enabled
+
+        def switch() -> None:
+            if enabled:
+                self._runtime.disable(comp)
+            core.kernel.register(
+                VERSION_FAMILY,
+                name,
+                version,
+                description=f"select plugin {name} {version} (was {previous})",
+            )
+            if enabled:
+                self._runtime.enable(comp)
+
+        core.write(switch)
+        return previous
+
+    async def invoke(
+        self, plugin: str, tool: str, arguments_json: str, timeout_s: float | None
+    ) -> tuple[str, int]:
+        comp = self.known(plugin)
+        status = self._runtime.status(comp)
+        state = str(status.state)
+        if state == "disabled":
+            raise PluginUnavailable(f"plugin {plugin} is disabled (naga plugin enable {plugin})")
+        if state == "failed":
+            raise PluginUnavailable(
+                f"plugin {plugin} failed: {status.reason}; "
+                f"enable it again to retry (naga plugin enable {plugin})"
+            )
+        worker = self._workers.get(plugin)
+        if state != "active" or worker is None:
+            raise PluginUnavailable(f"plugin {plugin} is not running: {status}")
+        spec = worker.plugin.manifest.tool(tool)
+        if spec is None:
+            tools = ", ".join(t.name for t in worker.plugin.manifest.tools) or "none"
+            raise PluginNotFound(f"plugin {plugin} has no tool {tool!r} (its tools: {tools})")
+        try:
+            check_arguments(spec, arguments_json)
+        except InvalidArguments as exc:
+            raise ToolArgumentsInvalid(str(exc)) from None
+        return await worker.call(tool, arguments_json, timeout_s or worker.call_timeout_s)
+
+    def after_rollback(self) -> None:
+        """A rollback changed the kernel state: converge the components, and
+        run the version the state now selects where another one runs."""
+        self._runtime.resync()
+        core = self._bound()
+        for name, worker in list(self._workers.items()):
+            if worker.stopped.is_set() or worker.stopping:
+                continue
+            chosen = self.selected(name)
+            if chosen is None or chosen.manifest == worker.plugin.manifest:
+                continue
+            core.kernel.perform(
+                [],
+                None,
+                description=(
+                    f"supervisor: plugin {name} switches from {worker.plugin.manifest.version} "
+                    f"to {chosen.manifest.version}, the version selected after a rollback"
+                ),
+            )
+            self.start_worker(name)
+
+
+__all__ = ["PluginHost", "PluginView", "PluginsConfig", "component", "journaled"]

@@ -1,0 +1,376 @@
+"""One life of a plugin worker: the conversation on its socket, the calls in
+flight, and the first reason it ended.
+
+A session watches its process from five tasks, and the first that sees
+trouble names the cause and ends the session (:meth:`Session.down`); the
+worker then kills and reaps the process and decides about a restart:
+
+* the exit, on the pidfd: a crash, a seccomp kill, an rlimit ("crashed
+  (SIGSEGV)");
+* health, polled: the process found stopped (SIGSTOP), its resident memory
+  above the ceiling (a leak);
+* the Hello, within its deadline, and the manifest in it;
+* the reader: every frame must be a well-formed PluginToCore in its place
+  (a second Hello, an answer to a call never made, a result that is not
+  JSON are protocol violations: the plugin is broken or hostile, and it
+  never gets to hurt the core by them);
+* the heartbeat: a Ping unanswered within its timeout is a hung worker.
+
+Calls add a sixth: a call running past the plugin's call timeout is a hang
+too. Nothing here raises into the host's nursery; an unexpected error in a
+watcher ends the session with that error as its cause.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import trio
+
+import sandbox
+from naga.constants import PLUGIN_PROTOCOL_VERSION
+from naga.plugin import FrameReader, Manifest, decode_from_plugin, encode_frame, parse_json
+from naga.plugin.errors import FrameError, InvalidArguments, ManifestInvalid
+from naga.v1 import plugin_pb2 as pb
+from naga_core.plugins._errors import CallTimedOut, WorkerHung
+from naga_core.supervisor import WorkerTuning, resident_bytes, wait_exit
+from naga_plugins import SETUP_EXIT_CODE
+
+log = logging.getLogger("naga.plugins")
+
+_RECV_BYTES = 1 << 16
+_ERROR_KINDS = frozenset(
+    {
+        pb.TOOL_ERROR_KIND_INVALID_ARGUMENTS,
+        pb.TOOL_ERROR_KIND_FAILED,
+        pb.TOOL_ERROR_KIND_UNKNOWN_TOOL,
+        pb.TOOL_ERROR_KIND_INTERNAL,
+    }
+)
+_MIB = 1 << 20
+
+
+@dataclass(slots=True)
+class Pending:
+    """One call in flight, and how it ended."""
+
+    tool: str
+    done: trio.Event = field(default_factory=trio.Event)
+    result: str | None = None
+    error: pb.ToolError | None = None
+    #: Why the worker ended before answering.
+    failure: str | None = None
+
+
+class Session:
+    def __init__(
+        self,
+        *,
+        name: str,
+        child: sandbox.Sandboxed,
+        sock: socket.socket,
+        manifest: Manifest,
+        tuning: WorkerTuning,
+        memory_bytes: int,
+        call_timeout_s: float,
+    ) -> None:
+        self.name = name
+        self.child = child
+        self.pid = child.pid
+        self.manifest = manifest
+        self.memory_bytes = memory_bytes
+        self.call_timeout_s = call_timeout_s
+        self._tuning = tuning
+        self._stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
+        self._reader = FrameReader()
+        self._send_lock = trio.Lock()
+        self._pending: dict[int, Pending] = {}
+        self._ids = itertools.count(1)
+        self._last_id = 0
+        self._ping = 0
+        self._pong = trio.Event()
+        self._exited = trio.Event()
+        self._shutdown = trio.Event()
+        self._scope = trio.CancelScope()
+        #: True once the Hello was accepted.
+        self.ready = False
+        #: The first reason the session ended (None while it lives).
+        self.cause: str | None = None
+
+    # --- the end ------------------------------------------------------------------------
+
+    def down(self, cause: str) -> None:
+        """End the session for ``cause`` (the first one given is kept)."""
+        if self.cause is None:
+            self.cause = cause
+        self._scope.cancel()
+
+    def fail_pending(self, failure: str) -> None:
+        for pending in self._pending.values():
+            if not pending.done.is_set():
+                pending.failure = failure
+                pending.done.set()
+        self._pending.clear()
+
+    def request_shutdown(self) -> None:
+        """Ask the worker to finish and exit (the session then ends)."""
+        self._shutdown.set()
+
+    # --- running --------------------------------------------------------------------------
+
+    async def run(self, on_ready: Callable[[], None]) -> str:
+        """Converse until the worker ends; return why it ended."""
+        with self._scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._guard, self._watch_exit)
+                nursery.start_soon(self._guard, self._watch_health)
+                nursery.start_soon(self._guard, self._watch_shutdown)
+                if await self._hello():
+                    self.ready = True
+                    on_ready()
+                    nursery.start_soon(self._guard, self._read)
+                    nursery.start_soon(self._guard, self._heartbeat)
+        return self.cause or "ended"
+
+    async def _guard(self, watcher: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await watcher()
+        except Exception as exc:
+            log.exception("plugin %s: supervisor error", self.name)
+            self.down(f"supervisor error: {type(exc).__name__}: {exc}")
+
+    async def _watch_exit(self) -> None:
+        end = await wait_exit(self.child)
+        self._exited.set()
+        if not self.ready and end.kind is sandbox.ExitKind.EXITED and end.code == SETUP_EXIT_CODE:
+            self.down(
+                f"exited with code {SETUP_EXIT_CODE} before its Hello: its code does not "
+                "match its manifest (the plugin's message is in the core's log)"
+            )
+        elif self.ready or end.kind is not sandbox.ExitKind.EXITED:
+            self.down(end.cause)
+        else:
+            self.down(f"{end.cause} before its Hello")
+
+    async def _watch_health(self) -> None:
+        while True:
+            await trio.sleep(self._tuning.health_s)
+            if self.child.stopped():
+                self.down("found stopped (SIGSTOP or SIGTSTP), making no progress")
+                return
+            rss = resident_bytes(self.pid)
+            if rss is not None and rss > self.memory_bytes:
+                self.down(
+                    f"memory ceiling exceeded: {rss / _MIB:.0f} MiB resident, "
+                    f"the ceiling is {self.memory_bytes / _MIB:.0f} MiB (a leak)"
+                )
+                return
+
+    async def _watch_shutdown(self) -> None:
+        await self._shutdown.wait()
+        if self.ready:  # let calls in flight finish, briefly
+            with trio.move_on_after(self._tuning.shutdown_grace_s):
+                if await self._send(pb.CoreToPlugin(shutdown=pb.Shutdown(reason="stopped"))):
+                    await self._exited.wait()
+        self.down("stopped on request")
+
+    async def _hello(self) -> bool:
+        timeout = self._tuning.hello_timeout_s
+        with trio.move_on_after(timeout):
+            frame = await self._next_frame()
+            if frame is None:
+                return False
+            which = frame.WhichOneof("frame")
+            if which != "hello":
+                self._violation(f"its first frame is a {which}, not a Hello")
+                return False
+            return self._accept(frame.hello)
+        self.down(f"no Hello within {timeout:g} s of its start")
+        return False
+
+    def _accept(self, hello: pb.Hello) -> bool:
+        if hello.protocol_version != PLUGIN_PROTOCOL_VERSION:
+            self._violation(
+                f"it speaks plugin protocol {hello.protocol_version}, "
+                f"the core speaks {PLUGIN_PROTOCOL_VERSION}"
+            )
+            return False
+        try:
+            said = Manifest.from_proto(hello.manifest, source="its Hello")
+        except ManifestInvalid as exc:
+            self._violation(f"the manifest in its Hello is invalid: {exc}")
+            return False
+        if said != self.manifest:
+            self._violation(
+                f"its manifest ({said.name} {said.version}) is not the one installed "
+                f"({self.manifest.name} {self.manifest.version}"
+                + (")" if said.version != self.manifest.version else ", other tools or limits)")
+            )
+            return False
+        return True
+
+    async def _next_frame(self) -> pb.PluginToCore | None:
+        """The next frame, or None once the session is ending (the cause is set)."""
+        while True:
+            try:
+                body = self._reader.next_body()
+            except FrameError as exc:
+                self._violation(str(exc))
+                return None
+            if body is not None:
+                try:
+                    return decode_from_plugin(body)
+                except FrameError as exc:
+                    self._violation(str(exc))
+                    return None
+            try:
+                data = await self._stream.receive_some(_RECV_BYTES)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                self.down(f"its connection broke: {exc}")
+                return None
+            if not data:
+                await self._after_eof()
+                return None
+            try:
+                self._reader.feed(data)
+            except FrameError as exc:
+                self._violation(str(exc))
+                return None
+
+    async def _after_eof(self) -> None:
+        # A worker that closes its socket is usually exiting: give the exit
+        # watcher the chance to name how.
+        with trio.move_on_after(self._tuning.eof_grace_s):
+            await self._exited.wait()
+        if self._reader.pending:
+            self._violation("its last frame was cut short when it closed the connection")
+        else:
+            self.down("closed its connection but keeps running")
+
+    def _violation(self, detail: str) -> None:
+        self.down(f"protocol violation: {detail}")
+
+    async def _read(self) -> None:
+        while self.cause is None:
+            frame = await self._next_frame()
+            if frame is None:
+                return
+            self._dispatch(frame)
+
+    def _dispatch(self, frame: pb.PluginToCore) -> None:
+        which = frame.WhichOneof("frame")
+        if which == "hello":
+            self._violation("a second Hello")
+        elif which == "pong":
+            if frame.pong.nonce == self._ping:
+                self._pong.set()
+            elif frame.pong.nonce > self._ping:
+                self._violation(f"a Pong for heartbeat {frame.pong.nonce}, which was never sent")
+        elif which == "result":
+            self._answer(frame.result.call_id, result=frame.result)
+        elif which == "error":
+            self._answer(frame.error.call_id, error=frame.error)
+
+    def _answer(
+        self, call_id: int, *, result: pb.Result | None = None, error: pb.ToolError | None = None
+    ) -> None:
+        if not 0 < call_id <= self._last_id:
+            self._violation(f"an answer to call {call_id}, which was never made")
+            return
+        pending = self._pending.get(call_id)
+        if pending is None:
+            return  # a late answer to a call its caller gave up on
+        # A violation below leaves the call pending: the session's end fails it.
+        if result is not None:
+            try:
+                parse_json(result.result_json, what=f"the result of call {call_id}")
+            except InvalidArguments as exc:
+                self._violation(str(exc).replace("are not", "is not"))
+                return
+            pending.result = result.result_json
+        else:
+            assert error is not None
+            if error.kind not in _ERROR_KINDS:
+                self._violation(f"a ToolError for call {call_id} of unknown kind {error.kind}")
+                return
+            pending.error = error
+        del self._pending[call_id]
+        pending.done.set()
+
+    async def _heartbeat(self) -> None:
+        timeout = self._tuning.heartbeat_timeout_s
+        while True:
+            await trio.sleep(self._tuning.heartbeat_s)
+            self._ping += 1
+            self._pong = trio.Event()
+            with trio.move_on_after(timeout):
+                if not await self._send(pb.CoreToPlugin(ping=pb.Ping(nonce=self._ping))):
+                    return
+                await self._pong.wait()
+                continue
+            self.down(f"hung: no answer to a heartbeat within {timeout:g} s")
+            return
+
+    async def _send(self, frame: pb.CoreToPlugin) -> bool:
+        data = encode_frame(frame)
+        async with self._send_lock:
+            try:
+                await self._stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                self.down(f"its connection broke: {exc}")
+                return False
+        return True
+
+    # --- calls ------------------------------------------------------------------------------
+
+    async def call(self, tool: str, arguments_json: str, *, deadline: float) -> Pending:
+        """Send one call and wait for its end, at most until ``deadline``
+        (trio time) or the call timeout, whichever is first. Past the call
+        timeout the worker is hung: the session ends and :class:`WorkerHung`
+        is raised; past only the caller's deadline, :class:`CallTimedOut`."""
+        call_id = next(self._ids)
+        self._last_id = call_id
+        pending = Pending(tool)
+        if self.cause is not None:
+            pending.failure = self.cause
+            return pending
+        self._pending[call_id] = pending
+        now = trio.current_time()
+        hang_at = now + self.call_timeout_s
+        ends_at = min(deadline, hang_at)
+        invoke = pb.Invoke(
+            call_id=call_id,
+            tool=tool,
+            arguments_json=arguments_json,
+            deadline_ms=max(1, round((ends_at - now) * 1000)),
+        )
+        try:
+            with trio.move_on_at(ends_at):
+                if await self._send(pb.CoreToPlugin(invoke=invoke)):
+                    await pending.done.wait()
+        finally:
+            if not pending.done.is_set():
+                self._pending.pop(call_id, None)
+        if pending.done.is_set():
+            return pending
+        if pending.failure is None and self.cause is not None:
+            pending.failure = self.cause  # the send found the session ended
+            return pending
+        if trio.current_time() >= hang_at:
+            overrun = f"{tool} ran past its call timeout of {self.call_timeout_s:g} s"
+            self.down(f"hung: {overrun}")
+            raise WorkerHung(
+                f"plugin {self.name}: {overrun}: the worker (pid {self.pid}) is hung; it was "
+                "killed and is being rebuilt, and the next call goes to the new one"
+            )
+        raise CallTimedOut(
+            f"plugin {self.name}: no answer from {tool} within the caller's timeout "
+            f"of {max(0.0, deadline - now):.3g} s"
+        )
+
+
+__all__ = ["Pending", "Session"]

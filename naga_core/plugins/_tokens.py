@@ -1,0 +1,46 @@
+"""The capability token each plugin worker gets, scoped to its manifest.
+
+Role ``plugin``; the manifest's tools as the allowlist; the highest risk
+among them as the risk ceiling; trust ceiling UNTRUSTED (a plugin acts for
+nobody); no principal (a process token). A fresh token is minted for every
+launch. The daemon's authorizer does not accept capability tokens yet (the
+owner credential is the only one on this branch), so the token is handed
+over now and honoured when the token authorizer lands.
+"""
+
+from __future__ import annotations
+
+import time
+
+from naga.plugin import Manifest
+from naga_core._home import Home
+from naga_core.authz import Risk, TokenAuthority, load_token_key
+from naga_core.kernel import Kernel, TrustLevel
+
+#: The role in every plugin token.
+PLUGIN_ROLE = "plugin"
+
+
+class PluginTokens:
+    """Mints plugin tokens. Build with :meth:`for_home`."""
+
+    def __init__(self, authority: TokenAuthority) -> None:
+        self.authority = authority
+
+    @classmethod
+    def for_home(cls, home: Home, kernel: Kernel) -> PluginTokens:
+        """Over the home's token root key (created on first use)."""
+        key = load_token_key(home, create=True)
+        return cls(TokenAuthority.over_kernel(kernel, key, clock=time.time_ns))
+
+    def mint(self, manifest: Manifest) -> bytes:
+        token = self.authority.mint(
+            PLUGIN_ROLE,
+            trust=TrustLevel.UNTRUSTED,
+            risk=Risk(int(manifest.max_risk)),
+            tools=[t.name for t in manifest.tools],
+        )
+        return token.to_bytes()
+
+
+__all__ = ["PLUGIN_ROLE", "PluginTokens"]

@@ -1,0 +1,260 @@
+"""A supervised plugin worker: start, watch, rebuild with backoff, give up.
+
+:meth:`Worker.run` is one task in the plugin host's nursery for as long as
+the plugin is enabled. Each life launches a sandboxed process with its end
+of a fresh socket pair and runs a :class:`~naga_core.plugins._session.Session`
+until the process ends for some cause; the worker journals the cause and
+the restart (an irreversible ledger entry: a restart cannot be undone), waits
+out the backoff, and starts again. A crash loop (the restart policy's K
+failures within T) ends the task with the plugin FAILED: the host journals
+the deactivation and nothing restarts it until the owner enables it again.
+A sandbox the kernel cannot give fails at once; retrying would not help.
+
+Calls wait (within their deadline) for a worker that is starting or
+backing off, so the call after a crash reaches the rebuilt worker.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import socket
+import time
+from collections.abc import Awaitable, Callable
+
+import trio
+
+import sandbox
+from naga.v1 import plugin_pb2 as pb
+from naga_core.plugins._catalog import Installed
+from naga_core.plugins._errors import (
+    PluginNotFound,
+    PluginUnavailable,
+    ToolArgumentsInvalid,
+    ToolFailed,
+    WorkerUnavailable,
+)
+from naga_core.plugins._session import Session
+from naga_core.supervisor import WorkerTuning, sandboxed
+
+log = logging.getLogger("naga.plugins")
+
+#: Launch the plugin with this descriptor as its end of the socket pair (blocking).
+Spawn = Callable[[Installed, int], sandbox.Sandboxed]
+#: Journal one line (an irreversible ledger entry).
+Note = Callable[[str], Awaitable[None]]
+#: The worker gave up; the host records the plugin as failed, with the reason.
+GiveUp = Callable[["Worker", str], Awaitable[None]]
+
+
+class WorkerState(enum.Enum):
+    STARTING = "starting"
+    RUNNING = "running"
+    BACKOFF = "backoff"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+class Worker:
+    def __init__(
+        self,
+        plugin: Installed,
+        *,
+        spawn: Spawn,
+        tuning: WorkerTuning,
+        note: Note,
+        give_up: GiveUp,
+    ) -> None:
+        self.plugin = plugin
+        self.name = plugin.manifest.name
+        self._spawn = spawn
+        self._tuning = tuning
+        self._note = note
+        self._give_up = give_up
+        limits = plugin.manifest.limits
+        self.memory_bytes = min(limits.memory_bytes or tuning.memory_bytes, tuning.memory_bytes)
+        self.call_timeout_s = min(
+            limits.call_timeout_s or tuning.call_timeout_s, tuning.call_timeout_s
+        )
+        self.state = WorkerState.STARTING
+        self.pid = 0
+        self.started_ns = 0
+        self.restarts = 0
+        self.last_failure = ""
+        self.stopping = False
+        self.stopped = trio.Event()
+        self._session: Session | None = None
+        self._changed = trio.Event()
+        self._scope = trio.CancelScope()
+        self._history = tuning.restart.history()
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Supervise until stopped or failed."""
+        try:
+            with self._scope:
+                await self._supervise()
+        finally:
+            self._session = None
+            self.pid = 0
+            if self.state is not WorkerState.FAILED:
+                self._set(WorkerState.STOPPED)
+            self.stopped.set()
+
+    def stop(self) -> None:
+        """Stop for good: a running worker is asked to finish (briefly), one
+        starting or backing off is dropped. Returns at once; ``stopped`` is
+        set when the process is gone."""
+        if self.stopping:
+            return
+        self.stopping = True
+        self._set(self.state)  # wake callers waiting for readiness
+        session = self._session
+        if session is not None and session.ready:
+            session.request_shutdown()
+            # Whatever the worker does, it is gone soon after its grace.
+            self._scope.deadline = trio.current_time() + 2 * self._tuning.shutdown_grace_s
+        else:
+            self._scope.cancel()
+
+    async def _supervise(self) -> None:
+        while not self.stopping:
+            try:
+                cause = await self._life()
+            except (sandbox.LayerUnavailable, sandbox.ProfileInvalid) as exc:
+                await self._fail(f"cannot be sandboxed: {exc}")
+                return
+            except Exception as exc:
+                log.exception("plugin %s: cannot start its worker", self.name)
+                await self._fail(f"cannot start its worker: {type(exc).__name__}: {exc}")
+                return
+            if self.stopping:
+                return
+            self.last_failure = cause
+            decision = self._history.failed(trio.current_time())
+            policy = self._tuning.restart
+            if decision.give_up:
+                await self._fail(f"{decision.describe(policy)}; last: {cause}")
+                return
+            self.restarts += 1
+            self._set(WorkerState.BACKOFF)
+            await self._note(
+                f"supervisor: restart plugin {self.name} "
+                f"({decision.describe(policy)}, restart {self.restarts}) after {cause}; "
+                f"next start in {decision.delay_s:.2f} s"
+            )
+            await trio.sleep(decision.delay_s)
+
+    async def _fail(self, reason: str) -> None:
+        self.last_failure = reason
+        self._set(WorkerState.FAILED)
+        await self._give_up(self, reason)
+
+    async def _life(self) -> str:
+        """Launch one process and converse with it until it ends; why it ended."""
+        self._set(WorkerState.STARTING)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            fd = theirs.fileno()
+            try:
+                async with sandboxed(lambda: self._spawn(self.plugin, fd)) as child:
+                    theirs.close()
+                    session = Session(
+                        name=self.name,
+                        child=child,
+                        sock=ours,
+                        manifest=self.plugin.manifest,
+                        tuning=self._tuning,
+                        memory_bytes=self.memory_bytes,
+                        call_timeout_s=self.call_timeout_s,
+                    )
+                    self._session = session
+                    self.pid = child.pid
+                    try:
+                        cause = await session.run(self._ready)
+                    finally:
+                        self._session = None
+                        session.fail_pending(session.cause or "stopped")
+                    return f"worker pid {child.pid}: {cause}"
+            except sandbox.LaunchFailed as exc:
+                return f"could not start: {exc}"
+        finally:
+            self.pid = 0
+            ours.close()
+            theirs.close()
+
+    async def wait_settled(self) -> None:
+        """Until the worker runs, has failed or is stopping."""
+        while self.state in (WorkerState.STARTING, WorkerState.BACKOFF) and not self.stopping:
+            changed = self._changed
+            await changed.wait()
+
+    def _ready(self) -> None:
+        self.started_ns = time.time_ns()
+        self._set(WorkerState.RUNNING)
+
+    def _set(self, state: WorkerState) -> None:
+        self.state = state
+        self._changed.set()
+        self._changed = trio.Event()
+
+    # --- calls ------------------------------------------------------------------------------
+
+    async def call(self, tool: str, arguments_json: str, timeout_s: float) -> tuple[str, int]:
+        """Run ``tool`` (arguments already checked); its result JSON and the
+        answering worker's pid. Raises the plugin errors for each failure."""
+        deadline = trio.current_time() + timeout_s
+        session = await self._ready_session(deadline, timeout_s)
+        pending = await session.call(tool, arguments_json, deadline=deadline)
+        if pending.failure is not None:
+            if self.stopping:
+                raise PluginUnavailable(f"plugin {self.name} was stopped during {tool}")
+            raise WorkerUnavailable(
+                f"plugin {self.name}: its worker (pid {session.pid}) ended during {tool}: "
+                f"{pending.failure}; it is being rebuilt, and the next call goes to the new one"
+            )
+        if pending.error is not None:
+            _raise_tool_error(self.name, tool, pending.error)
+        assert pending.result is not None
+        return pending.result, session.pid
+
+    async def _ready_session(self, deadline: float, timeout_s: float) -> Session:
+        while True:
+            if self.state is WorkerState.FAILED:
+                raise PluginUnavailable(
+                    f"plugin {self.name} failed: {self.last_failure}; "
+                    f"enable it again to retry (naga plugin enable {self.name})"
+                )
+            if self.stopping or self.state is WorkerState.STOPPED:
+                raise PluginUnavailable(f"plugin {self.name} is stopped")
+            session = self._session
+            if session is not None and session.ready and session.cause is None:
+                return session
+            changed = self._changed
+            with trio.move_on_at(deadline):
+                await changed.wait()
+                continue
+            after = f" (last failure: {self.last_failure})" if self.last_failure else ""
+            doing = (
+                "waiting to restart its worker"
+                if self.state is WorkerState.BACKOFF
+                else ("starting its worker")
+            )
+            raise WorkerUnavailable(
+                f"plugin {self.name} is {doing}{after}; it was not ready within {timeout_s:g} s"
+            )
+
+
+def _raise_tool_error(plugin: str, tool: str, error: pb.ToolError) -> None:
+    message = f"{tool}: {error.message}"
+    if error.kind == pb.TOOL_ERROR_KIND_INVALID_ARGUMENTS:
+        raise ToolArgumentsInvalid(message)
+    if error.kind == pb.TOOL_ERROR_KIND_UNKNOWN_TOOL:
+        raise PluginNotFound(f"plugin {plugin}: {error.message}")
+    if error.kind == pb.TOOL_ERROR_KIND_INTERNAL:
+        raise ToolFailed(f"{tool} (plugin {plugin}) could not answer: {error.message}")
+    raise ToolFailed(message)
+
+
+__all__ = ["GiveUp", "Note", "Spawn", "Worker", "WorkerState"]

@@ -1,0 +1,99 @@
+"""A real core (in a thread of the test process) hosting the test plugins in
+tests/plugin_host/plugins, with small supervision numbers so that a crash,
+a hang or a leak is seen and rebuilt within a second or two."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from naga.sdk import Client
+from naga.sdk.errors import SdkError
+from naga.v1 import plugin_service_pb2 as spb
+from naga_core._home import Home
+from naga_core._store import blob_store, projection_path, verifier_for
+from naga_core.ledger import OsFileSystem, verify_ledger
+from naga_core.plugins import PluginsConfig
+from naga_core.supervisor import RestartPolicy, WorkerTuning
+from tests.daemon.conftest import InProcessCore, core_in_thread
+
+PLUGINS = Path(__file__).resolve().parent / "plugins"
+
+FAST = WorkerTuning(
+    heartbeat_s=0.2,
+    heartbeat_timeout_s=1.0,
+    health_s=0.05,
+    shutdown_grace_s=1.0,
+    eof_grace_s=0.5,
+    restart=RestartPolicy(backoff_s=0.05, backoff_max_s=0.2, loop_failures=3, loop_window_s=60),
+)
+#: Long enough for a cold worker on a loaded two-core machine.
+READY_S = 30.0
+
+
+def verify_home(home: str) -> None:
+    """The ledger of a stopped core verifies (with the projection it caught up)."""
+    h = Home(home)
+    report = verify_ledger(
+        OsFileSystem(),
+        h.ledger_dir,
+        verifier_for(h),
+        blobs=blob_store(h),
+        projection_path=projection_path(h),
+    )
+    assert report.ok, report.problems
+
+
+@pytest.fixture(scope="module")
+def host_core() -> Iterator[InProcessCore]:
+    """One core per module, shut down and its ledger verified at the end."""
+    root = tempfile.mkdtemp(prefix="naga-p-")
+    home = root + "/home"
+    config = PluginsConfig(roots=(str(PLUGINS),), tuning=FAST)
+    try:
+        with core_in_thread(home, plugins=config) as core:
+            yield core
+            with core.client() as c:
+                c.shutdown("tests done")
+            assert not core.join().failed
+        verify_home(home)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def client(host_core: InProcessCore) -> Iterator[Client]:
+    with host_core.client() as c:
+        yield c
+
+
+def fresh(client: Client, name: str) -> spb.PluginInfo:
+    """``name`` enabled with a new worker (no restarts, no failure history)."""
+    client.disable_plugin(name)
+    info = client.enable_plugin(name, wait=READY_S).plugin
+    assert info.state == spb.PLUGIN_STATE_RUNNING, info
+    assert info.pid > 0
+    return info
+
+
+def plugin(client: Client, name: str) -> spb.PluginInfo:
+    (found,) = (p for p in client.plugins() if p.name == name)
+    return found
+
+
+def fails(fn: object, *args: object, **kwargs: object) -> SdkError:
+    """The SdkError the call raises (the test fails if it returns)."""
+    assert callable(fn)
+    try:
+        fn(*args, **kwargs)
+    except SdkError as exc:
+        return exc
+    raise AssertionError(f"{fn} returned instead of failing")
+
+
+def history_text(client: Client, limit: int = 200) -> list[str]:
+    return [e.description for e in client.history(limit=limit).entries]
