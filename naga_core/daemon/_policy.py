@@ -59,6 +59,7 @@ _KERNEL = "/naga.v1.KernelService/"
 _SUPERVISOR = "/naga.v1.SupervisorService/"
 _AUTHZ = "/naga.v1.AuthzService/"
 _PLUGIN = "/naga.v1.PluginService/"
+_TURN = "/naga.v1.TurnService/"
 
 POLICY: Mapping[str, Rule] = {
     # The ledger's read side. The head (size, root, signed checkpoint) tells
@@ -117,6 +118,16 @@ POLICY: Mapping[str, Rule] = {
     _PLUGIN + "Disable": _owner_only(Risk.R3),
     _PLUGIN + "Replace": _owner_only(Risk.R3),
     _PLUGIN + "Invoke": Rule(owner=True, roles=frozenset({EXECUTOR}), risk=Risk.R0, tool="tool"),
+    # Turns: the owner's CLI and the gateway, which carries every channel's
+    # messages in and filters what each peer sees; a gateway token bound to
+    # a session reaches only that session.
+    _TURN + "Run": Rule(owner=True, roles=frozenset({GATEWAY}), risk=Risk.R1, session="session"),
+    _TURN + "Steer": Rule(owner=True, roles=frozenset({GATEWAY}), risk=Risk.R1, session="session"),
+    _TURN + "Abort": Rule(owner=True, roles=frozenset({GATEWAY}), risk=Risk.R1, session="session"),
+    _TURN + "ListSessions": _read(GATEWAY),
+    _TURN + "History": Rule(
+        owner=True, roles=frozenset({GATEWAY}), risk=Risk.R0, session="session"
+    ),
 }
 
 #: Record kinds a Subscribe stream shows each token role (None: every kind).
