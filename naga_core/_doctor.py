@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Literal
 
+import sandbox
 from naga.sdk import Client
 from naga.sdk.errors import SdkError
 from naga_core._home import Home
@@ -91,6 +92,7 @@ def checks_for(
         Check("core process", partial(_core_process, home)),
         Check("core answers", partial(_core_answers, home)),
         Check("webchat port", partial(_webchat_port, home, *webchat)),
+        Check("sandbox", lambda: sandbox_verdict(sandbox.detect())),
     ]
 
 
@@ -386,3 +388,32 @@ def _webchat_port(home: Home, host: str, port: int) -> tuple[bool, str]:
         except OSError as exc:
             return False, f"{where} is bound by another program but not accepting ({exc.strerror})"
     return True, f"{where} is free"
+
+
+# --- the sandbox ---------------------------------------------------------------------
+
+
+def sandbox_verdict(report: sandbox.KernelReport) -> tuple[bool, str]:
+    """Whether this kernel can enforce the plugin and executor profiles
+    (docs/design/sandbox.md); what is missing degrades them, and the core
+    refuses to start a worker it cannot enforce unless the owner allowed
+    degraded mode."""
+    missing = [
+        what
+        for what, present in (
+            ("a seccomp filter", report.seccomp),
+            ("seccomp TSYNC", report.seccomp_tsync),
+            ("no_new_privs", report.no_new_privs),
+            ("Landlock", report.landlock_abi > 0),
+            ("mount namespaces (the private filesystem view)", report.mount_namespaces),
+            ("network namespaces", report.net_namespaces),
+        )
+        if not present
+    ]
+    layers = f"Linux {report.release}, Landlock ABI {report.landlock_abi}"
+    if missing:
+        return False, (
+            f"{layers}: no {', no '.join(missing)}; plugins and executors will not start "
+            "unless degraded mode is allowed"
+        )
+    return True, f"{layers}: seccomp (TSYNC), no_new_privs, Landlock, namespaces all enforced"
