@@ -173,7 +173,7 @@ class AgentWorkers:
     def _spawn_provider(self, plugin: Installed, fd: int) -> sandbox.Sandboxed:
         assert self._provider_config is not None
         m = plugin.manifest
-        work = os.path.join(self._home.root, "work", "provider")
+        work = os.path.join(self._home.root, "work", "model-provider")
         os.makedirs(work, mode=0o700, exist_ok=True)
         profile = sandbox.Profile.plugin(
             work_dir=work,
@@ -207,7 +207,7 @@ class AgentWorkers:
     def _write_manifest(self, provider: Provider) -> Installed:
         host, port = _host_port(provider.base_url)
         # Beside the work directory, not in it: the sandbox maps this one read-only.
-        directory = os.path.join(self._home.root, "work", "provider.manifest")
+        directory = os.path.join(self._home.root, "work", "provider-config")
         os.makedirs(directory, mode=0o700, exist_ok=True)
         path = os.path.join(directory, "plugin.toml")
         text = _PROVIDER_MANIFEST.format(
