@@ -17,6 +17,7 @@ from naga.v1 import model_pb2 as mpb
 from naga.v1 import turn_pb2 as tpb
 from naga_core._home import Home
 from naga_core._store import blob_store
+from naga_core.cli import main as cli_main
 from tests.agent.conftest import ServerThread, error, final, turn
 from tests.daemon.conftest import InProcessCore
 from tests.fakes.model_server import Reply
@@ -194,3 +195,18 @@ def test_bad_requests_are_refused_with_the_field_named(client: Client) -> None:
         list(client.run_turn("s-bad", "hi", ""))
     with pytest.raises(NotFound, match="no session 'nobody'"):
         client.session_history("nobody")
+
+
+def test_naga_chat_prints_the_reply(
+    agent_core: InProcessCore, model_server: ServerThread, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model_server.script(Reply.answer("Hello from the fake model."))
+    code = cli_main(["chat", "hi there", "--session", "s-cli", "--home", agent_core.info.home])
+    assert code == 0
+    assert capsys.readouterr().out == "Hello from the fake model.\n"
+    model_server.script(Reply.error(401, "bad key"))
+    code = cli_main(["chat", "hi", "--session", "s-cli", "--json", "--home", agent_core.info.home])
+    assert code == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["error_kind"] == "model"
+    assert "check api_key" in data["error"]
