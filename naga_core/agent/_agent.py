@@ -204,6 +204,7 @@ class Agent:
         seq = self._stage(rec.MESSAGE, body)
         await self._settle()
         running.message_seq = seq
+        running.accepted = True
         running.emit(tpb.TurnEvent(accepted=tpb.TurnAccepted(message_seq=seq, turn_id=running.id)))
 
     async def _execute(self, running: Running, text: str) -> apb.ExecutorOutcome:
@@ -258,7 +259,7 @@ class Agent:
             error_message=out.error_message,
             message_seq=running.message_seq,
         )
-        if not running.message_seq:  # not even accepted: nothing recorded to end
+        if not running.accepted:  # nothing recorded to end
             running.emit(tpb.TurnEvent(error=_error(out)))
             return
         kind = rec.ERROR if out.error_kind else rec.REPLY

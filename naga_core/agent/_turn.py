@@ -33,6 +33,7 @@ class Running:
         self.risk = risk
         self.token_id = b""
         self.message_seq = 0
+        self.accepted = False
         self.events: list[tpb.TurnEvent] = []
         self.done = False
         self.aborted = False

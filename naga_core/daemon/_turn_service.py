@@ -4,6 +4,7 @@ request's fields run on the server thread; the rest on the loop (_agent)."""
 
 from __future__ import annotations
 
+from naga.constants import MAX_RUN_STREAMS
 from naga.v1 import agent_pb2 as apb
 from naga.v1 import turn_pb2 as tpb
 from naga_core.agent import SESSION, Agent, SessionNotFound, TurnCursor
@@ -19,8 +20,6 @@ MODEL_SERVICE = "naga.v1.ModelService"
 TOOL_SERVICE = "naga.v1.ToolService"
 MAX_TEXT_CHARS = 32000
 MAX_KEY_CHARS = 128
-#: Run streams open at once (each holds one of the core's server threads).
-MAX_RUN_STREAMS = 16
 _DEFAULT_LIMIT = 100
 _MAX_LIMIT = 1000
 _MAX_ARGUMENTS_CHARS = 60000
