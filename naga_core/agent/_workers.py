@@ -64,7 +64,7 @@ max_length = 60000
 """
 
 
-def attrs_evolve(tuning: WorkerTuning, call_timeout_s: float) -> WorkerTuning:
+def _with_call_timeout(tuning: WorkerTuning, call_timeout_s: float) -> WorkerTuning:
     return dataclasses.replace(tuning, call_timeout_s=call_timeout_s)
 
 
@@ -102,7 +102,7 @@ class AgentWorkers:
         self._report = await trio.to_thread.run_sync(sandbox.detect)
         async with trio.open_nursery() as nursery:
             # A turn is one call to its executor: it may run as long as a turn.
-            turns = attrs_evolve(self._tuning, self._config.turn_timeout_s)
+            turns = _with_call_timeout(self._tuning, self._config.turn_timeout_s)
             for _ in range(self._config.executors):
                 worker = Worker(
                     self._executor,
