@@ -97,9 +97,11 @@ RECORDS_PAGE_MAX_BYTES: Final = 4 << 20
 #: Most entries one page of GetRecords or History returns.
 MAX_PAGE_ENTRIES: Final = 1000
 #: Threads serving gRPC calls in the core (each call holds one while it runs).
-CORE_RPC_THREADS: Final = 16
+CORE_RPC_THREADS: Final = 64
 #: Most Subscribe streams open at once (each holds a thread while it waits).
 MAX_SUBSCRIBERS: Final = 8
+#: Most TurnService.Run streams open at once (each holds a thread while its turn runs).
+MAX_RUN_STREAMS: Final = 32
 #: Seconds in-flight calls get to finish when the core stops.
 SHUTDOWN_GRACE_S: Final = 5.0
 #: Default deadline of one SDK call, in seconds.

@@ -17,13 +17,14 @@ offline with :mod:`naga.tokens` if it hands it on.
 
 from naga.sdk import errors
 from naga.sdk._address import CoreAddress, default_home, owner_credential, read_credential
-from naga.sdk._client import Client, Issued, Subscription
+from naga.sdk._client import Client, Issued, Subscription, TurnEvents
 
 __all__ = [
     "Client",
     "CoreAddress",
     "Issued",
     "Subscription",
+    "TurnEvents",
     "default_home",
     "errors",
     "owner_credential",

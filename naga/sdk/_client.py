@@ -16,10 +16,12 @@ from naga.sdk import errors
 from naga.sdk._address import CoreAddress, read_credential
 from naga.sdk._transport import StreamCall, Transport, unavailable
 from naga.tokens import CAPABILITY_SCHEME, Risk, Token, TokenError, TrustLevel
+from naga.v1 import agent_pb2 as agpb
 from naga.v1 import authz_pb2 as apb
 from naga.v1 import core_pb2 as cpb
 from naga.v1 import ledger_pb2 as lpb
 from naga.v1 import plugin_service_pb2 as spb
+from naga.v1 import turn_pb2 as tpb
 from naga.values import Scalar, to_value
 
 R = TypeVar("R", bound=Message)
@@ -29,6 +31,9 @@ _LEDGER = "/naga.v1.LedgerService/"
 _SUPERVISOR = "/naga.v1.SupervisorService/"
 _AUTHZ = "/naga.v1.AuthzService/"
 _PLUGIN = "/naga.v1.PluginService/"
+_TURN = "/naga.v1.TurnService/"
+_MODEL = "/naga.v1.ModelService/"
+_TOOL = "/naga.v1.ToolService/"
 # What a plugin call's gRPC deadline adds to the call's own timeout, so the
 # core's clear answer (hung, timed out) arrives before grpcio's bare one.
 _INVOKE_SLACK_S = 2.0
@@ -494,6 +499,86 @@ class Client:
             timeout=wait + _INVOKE_SLACK_S,
         )
 
+    # --- turns (the owner's CLI, the gateway) --------------------------------------
+
+    def run_turn(
+        self,
+        session: str,
+        text: str,
+        idempotency_key: str,
+        *,
+        peer: str = "",
+        timeout: float | None = None,
+    ) -> TurnEvents:
+        """Run one turn; iterate the result for its events (``accepted``
+        first, ``final`` or ``error`` last). ``timeout`` bounds the whole
+        stream (None: no bound)."""
+        req = tpb.RunTurnRequest(
+            session=session, text=text, idempotency_key=idempotency_key, peer=peer
+        )
+        return TurnEvents(self._t.stream(_TURN + "Run", req.SerializeToString(), timeout))
+
+    def abort_turn(self, session: str, *, timeout: float | None = None) -> str:
+        """Stop the session's running turn; its id."""
+        req = tpb.AbortTurnRequest(session=session)
+        return self._call(
+            _TURN + "Abort", req, tpb.AbortTurnResponse, read=False, timeout=timeout
+        ).turn_id
+
+    def sessions(self, limit: int = 0, *, timeout: float | None = None) -> list[tpb.SessionSummary]:
+        """The sessions, most recent first (``limit`` 0: the core's default)."""
+        req = tpb.ListSessionsRequest(limit=limit)
+        answer = self._call(
+            _TURN + "ListSessions", req, tpb.ListSessionsResponse, read=True, timeout=timeout
+        )
+        return list(answer.sessions)
+
+    def session_history(
+        self, session: str, limit: int = 0, *, timeout: float | None = None
+    ) -> list[tpb.SessionEntry]:
+        """One session's messages and replies, oldest first."""
+        req = tpb.SessionHistoryRequest(session=session, limit=limit)
+        answer = self._call(
+            _TURN + "History", req, tpb.SessionHistoryResponse, read=True, timeout=timeout
+        )
+        return list(answer.entries)
+
+    # --- the agent executor's calls ------------------------------------------------
+
+    def complete(
+        self, request: agpb.ModelCallRequest, *, timeout: float | None = None
+    ) -> agpb.ModelCallResponse:
+        """One model call through the core (an executor's token)."""
+        return self._call(
+            _MODEL + "Complete", request, agpb.ModelCallResponse, read=False, timeout=timeout
+        )
+
+    def call_tool(
+        self, request: agpb.ToolCallRequest, *, timeout: float | None = None
+    ) -> agpb.ToolCallResponse:
+        """One tool call through the core (an executor's token)."""
+        return self._call(
+            _TOOL + "Call", request, agpb.ToolCallResponse, read=False, timeout=timeout
+        )
+
+
+class TurnEvents:
+    """An open Run stream: iterate for :class:`naga.v1.turn_pb2.TurnEvent`s."""
+
+    def __init__(self, call: StreamCall) -> None:
+        self._call = call
+
+    def cancel(self) -> None:
+        """End the stream (the turn goes on in the core)."""
+        self._call.cancel()
+
+    def __iter__(self) -> Iterator[tpb.TurnEvent]:
+        for raw in self._call:
+            try:
+                yield tpb.TurnEvent.FromString(raw)
+            except DecodeError as exc:
+                raise errors.CoreFailure(f"Run: undecodable event: {exc}") from None
+
 
 class Subscription:
     """An open Subscribe stream: iterate for :class:`SubscribeEvent`s."""
@@ -550,4 +635,4 @@ def _trust_level(
     return level
 
 
-__all__ = ["Client", "Issued", "Subscription"]
+__all__ = ["Client", "Issued", "Subscription", "TurnEvents"]

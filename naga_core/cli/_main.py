@@ -16,6 +16,7 @@ from typing import TypeAlias
 from naga.sdk.errors import SdkError
 from naga_core._home import Home
 from naga_core.cli import (
+    _chat_cmd,
     _daemon_cmds,
     _doctor_cmd,
     _install_cmd,
@@ -57,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_kernel(sub)
     _add_ledger(sub)
     _add_plugin(sub)
+    chat = _command(sub, "chat", _chat_cmd.chat, _chat_cmd.HELP)
+    chat.add_argument("text", metavar="TEXT")
+    chat.add_argument(
+        "--session", default=_chat_cmd.DEFAULT_SESSION, help="the session (default: cli)"
+    )
     doctor = sub.add_parser("doctor", help=_doctor_cmd.HELP)
     _common(doctor)
     _doctor_cmd.configure(doctor)

@@ -19,6 +19,7 @@ from naga.constants import (
 from naga.plugin import kind_to_proto, risk_to_proto
 from naga.v1 import core_pb2 as cpb
 from naga.v1 import plugin_service_pb2 as spb
+from naga_core.agent import AgentWorkers
 from naga_core.daemon import _checks
 from naga_core.daemon._auth import Principal
 from naga_core.daemon._bridge import AsyncUnary, Method, Unary
@@ -134,12 +135,17 @@ def process_rows(host: PluginHost) -> list[cpb.ProcessStatus]:
     return [_row(w) for w in host.workers()]
 
 
-def _row(worker: Worker) -> cpb.ProcessStatus:
+def agent_rows(workers: AgentWorkers) -> list[cpb.ProcessStatus]:
+    """One row per executor of the pool and for the model-provider worker."""
+    return [_row(w, role) for role, w in workers.pids()]
+
+
+def _row(worker: Worker, role: str | None = None) -> cpb.ProcessStatus:
     state = _PROCESS_STATES[worker.state]
     if worker.stopping and worker.state is not WorkerState.STOPPED:
         state = cpb.PROCESS_STATE_STOPPING
     return cpb.ProcessStatus(
-        role=f"plugin:{worker.name}",
+        role=role or f"plugin:{worker.name}",
         pid=worker.pid,
         state=state,
         started_ns=worker.started_ns,
@@ -189,4 +195,4 @@ def check_invoke(req: spb.InvokeToolRequest) -> None:
         )
 
 
-__all__ = ["SERVICE", "PluginServicer", "info", "process_rows"]
+__all__ = ["SERVICE", "PluginServicer", "agent_rows", "info", "process_rows"]

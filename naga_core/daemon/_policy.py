@@ -60,6 +60,8 @@ _SUPERVISOR = "/naga.v1.SupervisorService/"
 _AUTHZ = "/naga.v1.AuthzService/"
 _PLUGIN = "/naga.v1.PluginService/"
 _TURN = "/naga.v1.TurnService/"
+_MODEL = "/naga.v1.ModelService/"
+_TOOL = "/naga.v1.ToolService/"
 
 POLICY: Mapping[str, Rule] = {
     # The ledger's read side. The head (size, root, signed checkpoint) tells
@@ -128,6 +130,16 @@ POLICY: Mapping[str, Rule] = {
     _TURN + "History": Rule(
         owner=True, roles=frozenset({GATEWAY}), risk=Risk.R0, session="session"
     ),
+    # The agent executor's calls, with the turn's token only (bound to the
+    # turn's session). The tool's own risk and visibility are checked in the
+    # handler against the token, so that a refusal is an answer the model
+    # reads and the turn goes on, not a status that ends it (nor a
+    # violation recorded against the token: the model, not the executor,
+    # chose the tool).
+    _MODEL + "Complete": Rule(
+        owner=False, roles=frozenset({EXECUTOR}), risk=Risk.R0, session="session"
+    ),
+    _TOOL + "Call": Rule(owner=False, roles=frozenset({EXECUTOR}), risk=Risk.R0, session="session"),
 }
 
 #: Record kinds a Subscribe stream shows each token role (None: every kind).

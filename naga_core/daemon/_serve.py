@@ -43,6 +43,7 @@ from naga.constants import (
 from naga_core._home import Home
 from naga_core._sdnotify import Notifier, NotifyFailed, extending_timeout, run_watchdog
 from naga_core._store import open_ledger, projection_path
+from naga_core.agent import Agent, AgentConfig, AgentWorkers
 from naga_core.authz import AUTHZ_RATCHETS, TokenAuthority, ViolationPolicy, load_token_key
 from naga_core.daemon import (
     _authz_service,
@@ -50,6 +51,7 @@ from naga_core.daemon import (
     _ledger_service,
     _plugin_service,
     _supervisor_service,
+    _turn_service,
 )
 from naga_core.daemon._auth import OwnerCredential
 from naga_core.daemon._bridge import Bridge
@@ -81,6 +83,7 @@ class CoreConfig:
     notifier: Notifier | None = None
     watchdog_ns: int | None = None
     plugins: PluginsConfig = field(default_factory=PluginsConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +129,11 @@ async def serve_core(
 
 
 def _bridge(
-    core: Core, authorizer: CoreAuthorizer, config: CoreConfig, plugins: PluginHost
+    core: Core,
+    authorizer: CoreAuthorizer,
+    config: CoreConfig,
+    plugins: PluginHost,
+    agent: Agent,
 ) -> Bridge:
     bridge = Bridge(
         authorizer=authorizer,
@@ -140,11 +147,18 @@ def _bridge(
     bridge.add(_kernel_service.SERVICE, _kernel_service.KernelServicer(core).methods())
     bridge.add(_ledger_service.SERVICE, _ledger_service.LedgerServicer(core).methods())
     supervisor = _supervisor_service.SupervisorServicer(
-        core, lambda: _plugin_service.process_rows(plugins)
+        core,
+        lambda: [
+            *_plugin_service.process_rows(plugins),
+            *_plugin_service.agent_rows(agent.workers),
+        ],
     )
     bridge.add(_supervisor_service.SERVICE, supervisor.methods())
     bridge.add(_plugin_service.SERVICE, _plugin_service.PluginServicer(plugins).methods())
     bridge.add(_authz_service.SERVICE, _authz_service.AuthzServicer(core, authorizer).methods())
+    bridge.add(_turn_service.TURN_SERVICE, _turn_service.TurnServicer(agent).methods())
+    bridge.add(_turn_service.MODEL_SERVICE, _turn_service.ModelServicer(agent).methods())
+    bridge.add(_turn_service.TOOL_SERVICE, _turn_service.ToolServicer(agent).methods())
     unruled = sorted(set(bridge.served) - set(POLICY))
     if unruled:  # every call to them would be refused; say so at once instead
         raise DaemonError(f"methods without an access rule in _policy.POLICY: {unruled}")
@@ -160,7 +174,9 @@ async def _serve(
     *,
     plugins: PluginHost,
 ) -> None:
-    bridge = _bridge(core, authorizer, config, plugins)
+    workers = AgentWorkers(config.home, config.agent, config.plugins.tuning)
+    agent = Agent(core, plugins, workers, config.agent)
+    bridge = _bridge(core, authorizer, config, plugins, agent)
     notifier = config.notifier
     async with trio.open_nursery() as nursery:
         if config.handle_signals:
@@ -170,6 +186,10 @@ async def _serve(
         # Plugins the ledger says ran start again before the socket opens;
         # they stop after it closes (this nursery is cancelled last).
         await nursery.start(plugins.serve, core)
+        # The executors and the provider start warming up now; a turn that
+        # arrives before one is ready waits for it.
+        await nursery.start(workers.serve, core)
+        await nursery.start(agent.serve)
         async with bridge.serving(rundir.address, grace=config.grace_s):
             rundir.secure_socket()
             log.info("naga-core serving on %s (pid %d)", rundir.address, core.pid)

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 import grpc
 
 from naga.tokens import REJECT_REASON_KEY, RejectReason
+from naga_core.agent import AgentUnavailable, NoExecutor, SessionNotFound, TurnConflict
 from naga_core.authz import AuthzError, InvalidRequest, TokenRejected
 from naga_core.daemon._errors import (
     CoreStopping,
@@ -104,6 +105,11 @@ STATUS_OF: Mapping[type[BaseException], Code] = {
     WorkerUnavailable: Code.UNAVAILABLE,  # messages start "plugin NAME" (the SDK tells it apart)
     WorkerHung: Code.DEADLINE_EXCEEDED,
     CallTimedOut: Code.DEADLINE_EXCEEDED,
+    # turns
+    SessionNotFound: Code.NOT_FOUND,
+    TurnConflict: Code.FAILED_PRECONDITION,
+    AgentUnavailable: Code.UNAVAILABLE,
+    NoExecutor: Code.UNAVAILABLE,
     # the core's own state
     CoreStopping: Code.UNAVAILABLE,
     LedgerFailed: Code.UNAVAILABLE,  # the core stops; the next one recovers

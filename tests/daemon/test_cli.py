@@ -100,8 +100,10 @@ def test_the_owner_drives_a_detached_core(cli: Cli) -> None:
 def _drive(cli: Cli) -> None:
     code, st = cli.json("daemon", "status")
     assert code == 0
-    (proc,) = st["processes"]
+    proc = st["processes"][0]
     assert proc["role"] == "core"
+    # The rest are the agent's warm executors (no provider is configured).
+    assert [p["role"] for p in st["processes"][1:]] == ["executor:0", "executor:1"]
     assert proc["state"] == "running"
     pid = proc["pid"]
     assert pid > 0

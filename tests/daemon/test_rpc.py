@@ -252,8 +252,9 @@ def test_trust(home: str) -> None:
 def test_status(home: str) -> None:
     with core_in_thread(home) as core, core.client() as c:
         st = c.status()
-        (proc,) = st.processes
+        proc = st.processes[0]
         assert proc.role == "core"
+        assert [p.role for p in st.processes[1:]] == ["executor:0", "executor:1"]
         assert proc.pid == os.getpid()
         assert proc.state == cpb.PROCESS_STATE_RUNNING
         assert proc.started_ns > 0

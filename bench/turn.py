@@ -1,0 +1,217 @@
+"""Turns through a real core process, its executor pool and its provider
+plugin, against the fake model on 127.0.0.1 answering at once: prints one
+JSON object.
+
+* cold start: ``naga daemon start --foreground`` spawned to the first
+  answered turn (the executors and the provider warm up meanwhile);
+* runtime overhead per turn (the fake does no work, so a turn's wall time is
+  overhead): wall p50/p99 over ``--turns`` sequential turns, and the CPU
+  time summed over every Naga process (the core and its workers, from
+  /proc/PID/stat) per turn;
+* throughput: ``--sessions`` sessions x ``--per-session`` turns at once;
+* resident memory of all Naga processes, idle and after ``--grow`` turns;
+* bytes the provider received for the message "hi" (request line, headers,
+  body) in a fresh session.
+
+    python bench/turn.py [--turns 200] [--sessions 20] [--per-session 5] [--grow 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != os.path.dirname(__file__)]
+sys.path.insert(0, REPO)
+
+import trio  # noqa: E402
+
+from naga.sdk import Client  # noqa: E402
+from tests.agent.conftest import write_providers  # noqa: E402
+from tests.fakes.model_server import FakeModelServer, Reply  # noqa: E402
+
+_CORE_ARGV = (sys.executable, "-m", "naga_core.cli", "daemon", "start", "--foreground")
+_TICK = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+class Server:
+    """The fake model on a trio loop in a thread; answers whatever is asked."""
+
+    def __init__(self) -> None:
+        self.server = FakeModelServer()
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._scope: trio.CancelScope | None = None
+        ready = threading.Event()
+
+        async def main() -> None:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.server.serve)
+                self._token = trio.lowlevel.current_trio_token()
+                self._scope = nursery.cancel_scope
+                ready.set()
+
+        self._thread = threading.Thread(target=trio.run, args=(main,), daemon=True)
+        self._thread.start()
+        ready.wait(10)
+
+    def script(self, n: int) -> None:
+        replies = [Reply.answer("ok", usage=(10, 1), pieces=1) for _ in range(n)]
+        trio.from_thread.run_sync(self.server.script, *replies, trio_token=self._token)
+
+    def requests(self) -> list[Any]:
+        return trio.from_thread.run_sync(lambda: list(self.server.requests), trio_token=self._token)
+
+    def stop(self) -> None:
+        assert self._scope is not None
+        trio.from_thread.run_sync(self._scope.cancel, trio_token=self._token)
+        self._thread.join(5)
+
+
+def _pct(samples: list[float]) -> dict[str, float]:
+    s = sorted(samples)
+    return {
+        "p50_ms": round(statistics.median(s) * 1000, 2),
+        "p99_ms": round(s[min(len(s) - 1, int(len(s) * 0.99))] * 1000, 2),
+    }
+
+
+def _pids(client: Client, core_pid: int) -> list[int]:
+    return sorted({core_pid, *(p.pid for p in client.status().processes if p.pid)})
+
+
+def _cpu_s(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        except OSError:
+            pass
+    return total / _TICK
+
+
+def _rss_mb(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                total += int(f.read().split()[1]) * _PAGE
+        except OSError:
+            pass
+    return round(total / 2**20, 1)
+
+
+def _turn(client: Client, session: str, text: str = "hello") -> float:
+    start = time.perf_counter()
+    events = list(client.run_turn(session, text, uuid.uuid4().hex, timeout=60))
+    took = time.perf_counter() - start
+    if events[-1].WhichOneof("kind") != "final":
+        raise SystemExit(f"bench: a turn failed: {events[-1]}")
+    return took
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--sessions", type=int, default=20)
+    parser.add_argument("--per-session", type=int, default=5)
+    parser.add_argument("--grow", type=int, default=400)
+    args = parser.parse_args()
+    server = Server()
+    root = tempfile.mkdtemp(prefix="naga-bench-turn-")
+    home = os.path.join(root, "home")
+    os.makedirs(home, mode=0o700)
+    write_providers(home, server.server.openai_url)
+    proc: subprocess.Popen[bytes] | None = None
+    out: dict[str, Any] = {"bench": "turn"}
+    try:
+        server.script(1)
+        r, w = os.pipe()
+        started = time.perf_counter()
+        with open(os.path.join(root, "core.log"), "ab") as log:
+            proc = subprocess.Popen(
+                [*_CORE_ARGV, "--home", home, "--ready-fd", str(w)],
+                stdout=log,
+                stderr=log,
+                pass_fds=(w,),
+                env={**os.environ, "PYTHONPATH": REPO},
+            )
+        os.close(w)
+        select.select([r], [], [], 60)
+        os.close(r)
+        with Client.connect(home) as client:
+            _turn(client, "cold")
+            out["cold_start_to_first_turn_ms"] = round((time.perf_counter() - started) * 1000, 1)
+            pids = _pids(client, proc.pid)
+            time.sleep(1.0)  # let the start-up settle before the idle figure
+            out["rss_idle_mb"] = _rss_mb(pids)
+            out["processes"] = len(pids)
+
+            server.script(args.turns)
+            cpu0 = _cpu_s(pids)
+            walls = [_turn(client, f"seq-{i % 10}") for i in range(args.turns)]
+            cpu = _cpu_s(pids) - cpu0
+            out["turn_wall"] = _pct(walls)
+            out["turn_cpu_ms_per_turn"] = round(cpu / args.turns * 1000, 2)
+
+            total = args.sessions * args.per_session
+            server.script(total)
+
+            def session(n: int) -> None:
+                with Client.connect(home) as c:
+                    for _ in range(args.per_session):
+                        _turn(c, f"conc-{n}")
+
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(args.sessions) as pool:
+                list(pool.map(session, range(args.sessions)))
+            out["turns_per_s"] = round(total / (time.perf_counter() - t0), 1)
+
+            server.script(args.grow)
+            for i in range(args.grow):
+                _turn(client, f"grow-{i % 20}")
+            out["rss_after_grow_mb"] = _rss_mb(pids)
+            out["grow_turns"] = args.grow
+
+            server.script(1)
+            before = len(server.requests())
+            _turn(client, "fresh-hi", "hi")
+            hi = server.requests()[before:]
+            out["bytes_to_model_for_hi"] = sum(req.wire_bytes for req in hi)
+            client.shutdown("bench done")
+        proc.wait(30)
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        server.stop()
+        if os.environ.get("BENCH_KEEP") is None:
+            shutil.rmtree(root, ignore_errors=True)
+    out["targets"] = {
+        "turn_wall_p50_ms": 20,
+        "turns_per_s": 40,
+        "cold_start_to_first_turn_ms": 1500,
+        "rss_idle_mb": 250,
+        "bytes_to_model_for_hi": 6144,
+    }
+    sys.stdout.write(json.dumps(out) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,485 @@
+"""The agent side of the core: runs turns on executors and serves their
+model and tool calls (docs/design/executor.md).
+
+Everything here runs on the core's trio loop (the bridge's handlers), so the
+ledger and kernel are touched by one thread. A turn: its message staged and
+made durable (on a thread: the fdatasync), ``accepted``; a token minted for
+the turn (role executor, bound to the session, the turn's budget, the tools
+visible at the peer's trust, the risk ceiling of that trust); the job handed
+to an idle executor of the pool; the executor's Complete and Call requests
+checked against the token and the turn, traced and streamed as events;
+the reply (or the error) recorded, ``final`` (or ``error``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import re
+import secrets
+from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+import trio
+from google.protobuf.message import DecodeError, Message
+
+from naga.tokens import Risk
+from naga.trust import TrustLevel
+from naga.v1 import agent_pb2 as apb
+from naga.v1 import model_pb2 as mpb
+from naga.v1 import turn_pb2 as tpb
+from naga_core._home import Home
+from naga_core._store import blob_store
+from naga_core.agent import _sessions as rec
+from naga_core.agent._config import EXECUTOR_ROLE, AgentConfig
+from naga_core.agent._errors import AgentError, AgentUnavailable, SessionNotFound, TurnConflict
+from naga_core.agent._tools import all_tools, spec_for_model, visible
+from naga_core.agent._turn import Running, TurnCursor
+from naga_core.agent._workers import AgentWorkers
+from naga_core.authz import BudgetAccount, Grant, TokenAuthority
+from naga_core.errors import NagaError
+from naga_core.kernel import Kernel, Settings, TrustTable
+from naga_core.ledger import Ledger
+from naga_core.plugins import PluginError, PluginHost
+from naga_plugins.executor import EXECUTOR_TOOL
+
+log = logging.getLogger("naga.agent")
+
+SESSION = re.compile(r"[a-z0-9][a-z0-9_.:-]{0,127}")
+#: How long a turn waits for a free executor before it fails.
+EXECUTOR_WAIT_S = 30.0
+
+M = TypeVar("M", bound=Message)
+T = TypeVar("T")
+
+
+def _b64(msg: Message) -> str:
+    return base64.b64encode(msg.SerializeToString()).decode("ascii")
+
+
+def _decode(cls: type[M], result_json: str, field: str) -> M:
+    try:
+        return cls.FromString(base64.b64decode(json.loads(result_json)[field], validate=True))
+    except (ValueError, KeyError, TypeError, DecodeError) as exc:
+        raise AgentError(f"an undecodable {cls.__name__} from a worker: {exc}") from None
+
+
+class Caller(Protocol):
+    """Who calls (the daemon's Principal): the owner, or a token's grant."""
+
+    @property
+    def owner(self) -> bool: ...
+
+    @property
+    def grant(self) -> Grant | None: ...
+
+
+class Core(Protocol):
+    """What the agent needs of the core (naga_core.daemon's Core)."""
+
+    @property
+    def home(self) -> Home: ...
+    @property
+    def socket(self) -> str: ...
+    @property
+    def ledger(self) -> Ledger: ...
+    @property
+    def kernel(self) -> Kernel: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def authority(self) -> TokenAuthority | None: ...
+    def write(self, fn: Callable[[], T]) -> T: ...
+    def settle(self) -> bool: ...
+    def notify_appended(self) -> None: ...
+
+
+class Agent:
+    def __init__(
+        self, core: Core, plugins: PluginHost, workers: AgentWorkers, config: AgentConfig
+    ) -> None:
+        self.core = core
+        self.plugins = plugins
+        self.workers = workers
+        self.config = config
+        self.sessions = rec.Sessions()
+        self.running: dict[str, Running] = {}
+        self._by_session: dict[str, Running] = {}
+        self._blobs = blob_store(core.home)
+        self._nursery: trio.Nursery | None = None
+
+    async def serve(self, *, task_status: trio.TaskStatus[Agent]) -> None:
+        await trio.to_thread.run_sync(self.sessions.rebuild, self.core.ledger)
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started(self)
+            await trio.sleep_forever()
+
+    @property
+    def authority(self) -> TokenAuthority:
+        assert self.core.authority is not None
+        return self.core.authority
+
+    # --- starting a turn (TurnService.Run, on the loop) --------------------------------
+
+    def start(self, caller: Caller, req: tpb.RunTurnRequest) -> TurnCursor:
+        session = self.sessions.get(req.session)
+        if session is not None and req.idempotency_key in session.keys:
+            ended = session.keys[req.idempotency_key]
+            joined = self.running.get(ended.turn_id)
+            if joined is not None:
+                return TurnCursor(joined)
+            return TurnCursor(None, ended.events())
+        busy = self._by_session.get(req.session)
+        if busy is not None:
+            if busy.key == req.idempotency_key:
+                return TurnCursor(busy)
+            raise TurnConflict(
+                f"session {req.session} already runs turn {busy.id}; wait for it, or steer or "
+                "abort it",
+            )
+        if self._nursery is None:
+            raise AgentUnavailable("the agent is not running yet")
+        trust = self._trust(caller, req.peer)
+        running = Running(
+            turn_id="t-" + secrets.token_hex(8),
+            session=req.session,
+            key=req.idempotency_key,
+            peer=req.peer,
+            trust=trust,
+            risk=self.config.risk_by_trust[trust],
+        )
+        self.running[running.id] = running
+        self._by_session[req.session] = running
+        self._nursery.start_soon(self._run, running, req.text)
+        return TurnCursor(running)
+
+    def _trust(self, caller: Caller, peer: str) -> TrustLevel:
+        if caller.owner and not peer:
+            return TrustLevel.OWNER
+        level = TrustTable(self.core.kernel).level(peer) if peer else TrustLevel.UNTRUSTED
+        if caller.owner:
+            return level
+        grant = caller.grant
+        return min(level, grant.trust) if grant is not None else TrustLevel.UNTRUSTED
+
+    # --- running it --------------------------------------------------------------------
+
+    async def _run(self, running: Running, text: str) -> None:
+        outcome = apb.ExecutorOutcome()
+        try:
+            with running.scope:
+                await self._accept(running, text)
+                outcome = await self._execute(running, text)
+        except (AgentError, PluginError) as exc:
+            outcome = apb.ExecutorOutcome(
+                error_kind=tpb.TURN_ERROR_KIND_EXECUTOR, error_message=str(exc)
+            )
+        except NagaError as exc:
+            outcome = apb.ExecutorOutcome(
+                error_kind=tpb.TURN_ERROR_KIND_INTERNAL, error_message=str(exc)
+            )
+        if running.aborted:
+            outcome.error_kind = tpb.TURN_ERROR_KIND_ABORTED
+            outcome.error_message = "the turn was aborted"
+        try:
+            await self._finish(running, outcome)
+        finally:
+            running.end()
+            self.running.pop(running.id, None)
+            if self._by_session.get(running.session) is running:
+                del self._by_session[running.session]
+
+    async def _accept(self, running: Running, text: str) -> None:
+        body = apb.TurnRecord(
+            session=running.session,
+            turn_id=running.id,
+            peer=running.peer,
+            idempotency_key=running.key,
+            text=text,
+            trust=running.trust.label,
+            risk_ceiling=int(running.risk),
+        )
+        seq = self._stage(rec.MESSAGE, body)
+        await self._settle()
+        running.message_seq = seq
+        running.accepted = True
+        running.emit(tpb.TurnEvent(accepted=tpb.TurnAccepted(message_seq=seq, turn_id=running.id)))
+
+    async def _execute(self, running: Running, text: str) -> apb.ExecutorOutcome:
+        session = self.sessions.open(running.session)
+        tools = visible(self.plugins, running.risk)
+        token = self.authority.mint(
+            EXECUTOR_ROLE,
+            trust=running.trust,
+            risk=running.risk,
+            session=running.session,
+            tools=[t.name for t in tools],
+            budget=self.config.turn_budget,
+            ttl_ns=int(self.config.turn_timeout_s * 1e9) + 60_000_000_000,
+        )
+        running.token_id = token.id
+        # History holds this turn's message already (indexed when staged).
+        history = session.prompt(self.config.history_entries + 1)[:-1]
+        messages = [
+            mpb.ChatMessage(role=mpb.ROLE_SYSTEM, content=self.config.system_prompt),
+            *history,
+            mpb.ChatMessage(role=mpb.ROLE_USER, content=text),
+        ]
+        job = apb.ExecutorJob(
+            session=running.session,
+            turn_id=running.id,
+            token=token.to_bytes(),
+            core_socket=self.core.socket,
+            messages=messages,
+            tools=[spec_for_model(t) for t in tools],
+            max_steps=self.core.settings.get_int("agent.max_steps"),
+            max_tokens=self.config.max_tokens,
+        )
+        worker = await self.workers.take_executor(EXECUTOR_WAIT_S)
+        try:
+            result, _pid = await worker.call(
+                EXECUTOR_TOOL, json.dumps({"job": _b64(job)}), self.config.turn_timeout_s
+            )
+        finally:
+            self.workers.give_back(worker)
+        return _decode(apb.ExecutorOutcome, result, "outcome")
+
+    async def _finish(self, running: Running, out: apb.ExecutorOutcome) -> None:
+        body = apb.TurnRecord(
+            session=running.session,
+            turn_id=running.id,
+            text=out.text,
+            model_calls=out.model_calls,
+            tool_calls=out.tool_calls,
+            prompt_tokens=out.prompt_tokens,
+            completion_tokens=out.completion_tokens,
+            error_kind=out.error_kind,
+            error_message=out.error_message,
+            message_seq=running.message_seq,
+        )
+        if not running.accepted:  # nothing recorded to end
+            running.emit(tpb.TurnEvent(error=_error(out)))
+            return
+        kind = rec.ERROR if out.error_kind else rec.REPLY
+        seq = self._stage(kind, body)
+        with trio.CancelScope(shield=True):
+            await self._settle()
+        if out.error_kind:
+            running.emit(tpb.TurnEvent(error=_error(out)))
+        else:
+            final = tpb.TurnFinal(
+                text=out.text,
+                model_calls=out.model_calls,
+                tool_calls=out.tool_calls,
+                prompt_tokens=out.prompt_tokens,
+                completion_tokens=out.completion_tokens,
+                reply_seq=seq,
+            )
+            running.emit(tpb.TurnEvent(final=final))
+
+    def _stage(self, kind: str, body: apb.TurnRecord, blobs: tuple[bytes, ...] = ()) -> int:
+        seq = self.core.write(lambda: rec.stage(self.core.ledger, kind, body, blobs))
+        self.sessions.note(kind, body, seq, rec.now_ns())
+        return seq
+
+    async def _settle(self) -> None:
+        if await trio.to_thread.run_sync(self.core.settle):
+            self.core.notify_appended()
+
+    # --- steering and aborting -----------------------------------------------------------
+
+    def session_turn(self, session: str) -> Running:
+        running = self._by_session.get(session)
+        if running is None:
+            if self.sessions.get(session) is None:
+                raise SessionNotFound(f"no session {session!r}")
+            raise TurnConflict(f"session {session} runs no turn")
+        return running
+
+    def steer(self, req: tpb.SteerTurnRequest) -> int:
+        running = self.session_turn(req.session)
+        body = apb.TurnRecord(
+            session=req.session,
+            turn_id=running.id,
+            peer=req.peer,
+            idempotency_key=req.idempotency_key,
+            text=req.text,
+        )
+        seq = self._stage(rec.STEER, body)
+        running.steering.append(req.text)
+        return seq
+
+    def abort(self, session: str) -> str:
+        running = self.session_turn(session)
+        running.aborted = True
+        running.scope.cancel()
+        return running.id
+
+    # --- the executor's calls ----------------------------------------------------------
+
+    def turn_of(self, grant: Grant | None, session: str, turn_id: str) -> Running:
+        """The running turn a call names, if the caller's token is that turn's."""
+        running = self.running.get(turn_id)
+        if (
+            running is None
+            or grant is None
+            or running.session != session
+            or running.token_id != grant.token_id
+        ):
+            raise TurnConflict(
+                f"turn {turn_id} of session {session} is not running under this token",
+            )
+        return running
+
+    async def complete(self, p: Caller, req: apb.ModelCallRequest) -> apb.ModelCallResponse:
+        grant = p.grant
+        running = self.turn_of(grant, req.session, req.turn_id)
+        assert grant is not None
+        left = self.authority.remaining(grant)
+        if left is not None and left <= 0:
+            return apb.ModelCallResponse(
+                budget_exhausted=True,
+                message=f"the turn's budget of {grant.budget_ceiling} tokens is spent; "
+                "the turn stops here (send a new message to go on)",
+            )
+        request = mpb.ChatRequest()
+        request.CopyFrom(req.request)
+        for text in running.steering:
+            request.messages.append(mpb.ChatMessage(role=mpb.ROLE_USER, content=text))
+        raw = request.SerializeToString()
+        started = rec.now_ns()
+        reply = await self._provider_call(raw)
+        took_us = (rec.now_ns() - started) // 1000
+        failed = reply.HasField("error")
+        answer_raw = (reply.error if failed else reply.response).SerializeToString()
+        digests = await trio.to_thread.run_sync(
+            lambda: (self._blobs.put(raw), self._blobs.put(answer_raw))
+        )
+        usage = reply.response.usage
+        self._stage(
+            rec.MODEL,
+            apb.TurnRecord(
+                session=running.session,
+                turn_id=running.id,
+                request_blob=digests[0],
+                response_blob=digests[1],
+                started_ns=started,
+                duration_us=took_us,
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                provider=reply.error.provider if failed else reply.response.provider,
+                failed=failed,
+            ),
+            digests,
+        )
+        if failed:
+            return apb.ModelCallResponse(error=reply.error)
+        spent = usage.prompt_tokens + usage.completion_tokens
+        if left is not None:
+            spent = min(spent, left)
+        if spent:
+            account = BudgetAccount(self.core.kernel)
+            self.core.write(
+                lambda: account.debit(grant, spent, what=f"a model call of turn {running.id}")
+            )
+        text = reply.response.message.content
+        if text:
+            running.emit(tpb.TurnEvent(delta=tpb.TextDelta(text=text)))
+        out = apb.ModelCallResponse(response=reply.response)
+        if left is None:
+            out.unlimited = True
+        else:
+            out.budget_left = left - spent
+        return out
+
+    async def _provider_call(self, raw: bytes) -> apb.ProviderReply:
+        timeout = self.core.settings.get_real("model.timeout_s")
+        b64 = base64.b64encode(raw).decode("ascii")
+        try:
+            result = await self.workers.complete(b64, timeout)
+            return _decode(apb.ProviderReply, result, "reply")
+        except (AgentError, PluginError) as exc:
+            return apb.ProviderReply(
+                error=mpb.ModelError(
+                    kind=mpb.MODEL_ERROR_KIND_UNREACHABLE,
+                    message=f"the model provider could not be reached: {exc}",
+                    provider=self.workers.provider_name,
+                )
+            )
+
+    async def call_tool(self, p: Caller, req: apb.ToolCallRequest) -> apb.ToolCallResponse:
+        grant = p.grant
+        running = self.turn_of(grant, req.session, req.turn_id)
+        assert grant is not None
+        running.emit(
+            tpb.TurnEvent(
+                tool_started=tpb.ToolCallStarted(
+                    call_id=req.call_id, tool=req.tool, arguments_json=req.arguments_json
+                )
+            )
+        )
+        started = rec.now_ns()
+        refusal = self._refusal(grant, req.tool)
+        if refusal is not None:
+            answer = apb.ToolCallResponse(ok=False, error=refusal)
+        else:
+            plugin = req.tool.split(".", 1)[0]
+            try:
+                result, _pid = await self.plugins.invoke(plugin, req.tool, req.arguments_json, None)
+                answer = apb.ToolCallResponse(ok=True, result_json=result)
+            except PluginError as exc:
+                answer = apb.ToolCallResponse(ok=False, error=f"tool {req.tool} failed: {exc}")
+        self._stage(
+            rec.TOOL,
+            apb.TurnRecord(
+                session=running.session,
+                turn_id=running.id,
+                tool=req.tool,
+                call_id=req.call_id,
+                arguments_json=req.arguments_json,
+                ok=answer.ok,
+                result_json=answer.result_json,
+                error=answer.error,
+                started_ns=started,
+                duration_us=(rec.now_ns() - started) // 1000,
+            ),
+        )
+        running.emit(
+            tpb.TurnEvent(
+                tool_finished=tpb.ToolCallFinished(
+                    call_id=req.call_id,
+                    ok=answer.ok,
+                    result_json=answer.result_json,
+                    error=answer.error,
+                )
+            )
+        )
+        return answer
+
+    def _refusal(self, grant: Grant, tool: str) -> str | None:
+        spec = all_tools(self.plugins).get(tool)
+        if spec is None:
+            return f"there is no tool {tool!r}; use one of the tools you were given"
+        risk = Risk(int(spec.risk))
+        if risk > grant.risk:
+            return (
+                f"tool {tool} is not allowed in this session: its risk {risk.name} is above "
+                f"the session's ceiling {grant.risk.name} (trust {grant.trust.label}); "
+                "answer without it"
+            )
+        if grant.tools is not None and tool not in grant.tools:
+            return f"tool {tool} is not available in this session; answer without it"
+        return None
+
+
+def _error(out: apb.ExecutorOutcome) -> tpb.TurnError:
+    return tpb.TurnError(
+        kind=tpb.TurnErrorKind.ValueType(out.error_kind or tpb.TURN_ERROR_KIND_INTERNAL),
+        message=out.error_message,
+        partial_text=out.text,
+    )
+
+
+__all__ = ["EXECUTOR_WAIT_S", "SESSION", "Agent", "Caller", "Core"]

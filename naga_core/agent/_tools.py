@@ -1,0 +1,70 @@
+"""The tools a turn may see: those of the enabled plugins at or below the
+turn's risk ceiling, as the model's ToolSpecs."""
+
+from __future__ import annotations
+
+import json
+
+from naga.plugin import Param, ParamType, ToolSpec
+from naga.tokens import Risk
+from naga.v1 import model_pb2 as mpb
+from naga_core.plugins import PluginHost
+
+_JSON_TYPES = {
+    ParamType.STRING: "string",
+    ParamType.INTEGER: "integer",
+    ParamType.NUMBER: "number",
+    ParamType.BOOLEAN: "boolean",
+}
+
+
+def all_tools(plugins: PluginHost) -> dict[str, ToolSpec]:
+    """Every tool of an enabled plugin, by name."""
+    out: dict[str, ToolSpec] = {}
+    for view in plugins.views():
+        if view.enabled and view.installed is not None:
+            for tool in view.installed.manifest.tools:
+                out[tool.name] = tool
+    return out
+
+
+def visible(plugins: PluginHost, ceiling: Risk) -> list[ToolSpec]:
+    """The tools a turn with risk ceiling ``ceiling`` is shown, by name."""
+    found = all_tools(plugins)
+    return [found[n] for n in sorted(found) if int(found[n].risk) <= int(ceiling)]
+
+
+def model_name(tool: str) -> str:
+    """Providers allow letters, digits, '_' and '-' in tool names: '.' is '__'."""
+    return tool.replace(".", "__")
+
+
+def spec_for_model(tool: ToolSpec) -> mpb.ToolSpec:
+    return mpb.ToolSpec(
+        name=model_name(tool.name),
+        description=tool.description,
+        parameters_json_schema=json.dumps(_schema(tool.params), separators=(",", ":")),
+    )
+
+
+def _schema(params: tuple[Param, ...]) -> dict[str, object]:
+    props: dict[str, object] = {}
+    for p in params:
+        prop: dict[str, object] = {"type": _JSON_TYPES[p.type]}
+        if p.description:
+            prop["description"] = p.description
+        if p.type is ParamType.STRING:
+            prop["maxLength"] = p.max_length
+        if p.minimum is not None:
+            prop["minimum"] = p.minimum
+        if p.maximum is not None:
+            prop["maximum"] = p.maximum
+        props[p.name] = prop
+    schema: dict[str, object] = {"type": "object", "properties": props}
+    required = [p.name for p in params if p.required]
+    if required:
+        schema["required"] = required
+    return schema
+
+
+__all__ = ["all_tools", "model_name", "spec_for_model", "visible"]

@@ -1,0 +1,82 @@
+"""One running turn as the core sees it: its events, in order, for every
+stream that watches it, and what its executor's calls need to check."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import trio
+
+from naga.tokens import Risk
+from naga.trust import TrustLevel
+from naga.v1 import turn_pb2 as tpb
+
+
+class Running:
+    """A turn between its message and its end."""
+
+    def __init__(
+        self,
+        *,
+        turn_id: str,
+        session: str,
+        key: str,
+        peer: str,
+        trust: TrustLevel,
+        risk: Risk,
+    ) -> None:
+        self.id = turn_id
+        self.session = session
+        self.key = key
+        self.peer = peer
+        self.trust = trust
+        self.risk = risk
+        self.token_id = b""
+        self.message_seq = 0
+        self.accepted = False
+        self.events: list[tpb.TurnEvent] = []
+        self.done = False
+        self.aborted = False
+        self.scope = trio.CancelScope()
+        self.steering: list[str] = []
+        self._changed = trio.Event()
+
+    def emit(self, event: tpb.TurnEvent) -> None:
+        event.index = len(self.events)
+        self.events.append(event)
+        self._wake()
+
+    def end(self) -> None:
+        self.done = True
+        self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def wait_past(self, count: int) -> None:
+        while len(self.events) <= count and not self.done:
+            await self._changed.wait()
+
+
+class TurnCursor:
+    """One Run stream: the turn's events from the first, as they come."""
+
+    def __init__(self, running: Running | None, replay: Sequence[tpb.TurnEvent] = ()) -> None:
+        self._running = running
+        self._replay = list(replay)
+        self._sent = 0
+
+    async def next(self) -> Sequence[tpb.TurnEvent] | None:
+        if self._running is None:
+            batch, self._replay = self._replay, []
+            return batch or None
+        await self._running.wait_past(self._sent)
+        batch = self._running.events[self._sent :]
+        if not batch and self._running.done:
+            return None
+        self._sent += len(batch)
+        return batch
+
+
+__all__ = ["Running", "TurnCursor"]

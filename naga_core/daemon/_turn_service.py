@@ -1,0 +1,160 @@
+"""``naga.v1.TurnService``, ``ModelService`` and ``ToolService`` on the
+core's bridge (proto/naga/v1/turn.proto, agent.proto). Checks of the
+request's fields run on the server thread; the rest on the loop (_agent)."""
+
+from __future__ import annotations
+
+from naga.constants import MAX_RUN_STREAMS
+from naga.v1 import agent_pb2 as apb
+from naga.v1 import turn_pb2 as tpb
+from naga_core.agent import SESSION, Agent, SessionNotFound, TurnCursor
+from naga_core.daemon import _checks
+from naga_core.daemon._auth import Principal
+from naga_core.daemon._bridge import AsyncUnary, Method, Stream, Unary
+from naga_core.daemon._errors import RequestRefused
+from naga_core.kernel import KernelError
+from naga_core.kernel._trust import check_peer
+
+TURN_SERVICE = "naga.v1.TurnService"
+MODEL_SERVICE = "naga.v1.ModelService"
+TOOL_SERVICE = "naga.v1.ToolService"
+MAX_TEXT_CHARS = 32000
+MAX_KEY_CHARS = 128
+_DEFAULT_LIMIT = 100
+_MAX_LIMIT = 1000
+_MAX_ARGUMENTS_CHARS = 60000
+
+
+def _session(value: str) -> None:
+    if not SESSION.fullmatch(value):
+        raise RequestRefused.invalid(
+            f"session {value[:40]!r} is not a session name ([a-z0-9][a-z0-9_.:-]{{0,127}})"
+        )
+
+
+def _text(field: str, value: str) -> None:
+    if not value:
+        raise RequestRefused.invalid(f"{field} is required")
+    if len(value) > MAX_TEXT_CHARS:
+        raise RequestRefused.invalid(
+            f"{field} has {len(value)} characters; at most {MAX_TEXT_CHARS} are accepted"
+        )
+
+
+def _peer(value: str) -> None:
+    if value:
+        try:
+            check_peer(value)
+        except KernelError as exc:
+            raise RequestRefused.invalid(str(exc)) from None
+
+
+def _limit(value: int) -> int:
+    if value > _MAX_LIMIT:
+        raise RequestRefused.invalid(f"limit {value} is above the maximum of {_MAX_LIMIT}")
+    return value or _DEFAULT_LIMIT
+
+
+def check_run(req: tpb.RunTurnRequest) -> None:
+    _session(req.session)
+    _text("text", req.text)
+    _checks.text("idempotency_key", req.idempotency_key, max_chars=MAX_KEY_CHARS)
+    _peer(req.peer)
+
+
+def check_steer(req: tpb.SteerTurnRequest) -> None:
+    _session(req.session)
+    _text("text", req.text)
+    _checks.text("idempotency_key", req.idempotency_key, max_chars=MAX_KEY_CHARS)
+    _peer(req.peer)
+
+
+def check_abort(req: tpb.AbortTurnRequest) -> None:
+    _session(req.session)
+
+
+def check_list(req: tpb.ListSessionsRequest) -> None:
+    _limit(req.limit)
+
+
+def check_history(req: tpb.SessionHistoryRequest) -> None:
+    _session(req.session)
+    _limit(req.limit)
+
+
+def check_complete(req: apb.ModelCallRequest) -> None:
+    _session(req.session)
+    _checks.text("turn_id", req.turn_id, max_chars=64)
+    if not any(m.role != 1 for m in req.request.messages):  # 1: ROLE_SYSTEM
+        raise RequestRefused.invalid("request.messages needs a message that is not ROLE_SYSTEM")
+
+
+def check_call(req: apb.ToolCallRequest) -> None:
+    _session(req.session)
+    _checks.text("turn_id", req.turn_id, max_chars=64)
+    _checks.text("tool", req.tool, max_chars=128)
+    _checks.text("call_id", req.call_id, max_chars=256, required=False)
+    if len(req.arguments_json) > _MAX_ARGUMENTS_CHARS:
+        raise RequestRefused.invalid(
+            f"arguments_json has {len(req.arguments_json)} characters; "
+            f"at most {_MAX_ARGUMENTS_CHARS} are accepted"
+        )
+
+
+class TurnServicer:
+    def __init__(self, agent: Agent) -> None:
+        self._agent = agent
+
+    def methods(self) -> list[Method]:
+        return [
+            Stream("Run", tpb.RunTurnRequest, self.run, MAX_RUN_STREAMS, check_run),
+            Unary("Steer", tpb.SteerTurnRequest, self.steer, check_steer),
+            Unary("Abort", tpb.AbortTurnRequest, self.abort, check_abort),
+            Unary("ListSessions", tpb.ListSessionsRequest, self.list, check_list),
+            Unary("History", tpb.SessionHistoryRequest, self.history, check_history),
+        ]
+
+    def run(self, p: Principal, req: tpb.RunTurnRequest) -> TurnCursor:
+        return self._agent.start(p, req)
+
+    def steer(self, _p: Principal, req: tpb.SteerTurnRequest) -> tpb.SteerTurnResponse:
+        return tpb.SteerTurnResponse(message_seq=self._agent.steer(req))
+
+    def abort(self, _p: Principal, req: tpb.AbortTurnRequest) -> tpb.AbortTurnResponse:
+        return tpb.AbortTurnResponse(turn_id=self._agent.abort(req.session))
+
+    def list(self, _p: Principal, req: tpb.ListSessionsRequest) -> tpb.ListSessionsResponse:
+        found = self._agent.sessions.recent(_limit(req.limit))
+        return tpb.ListSessionsResponse(sessions=[s.summary() for s in found])
+
+    def history(self, _p: Principal, req: tpb.SessionHistoryRequest) -> tpb.SessionHistoryResponse:
+        session = self._agent.sessions.get(req.session)
+        if session is None:
+            raise SessionNotFound(f"no session {req.session!r}")
+        return tpb.SessionHistoryResponse(entries=session.entries[-_limit(req.limit) :])
+
+
+class ModelServicer:
+    def __init__(self, agent: Agent) -> None:
+        self._agent = agent
+
+    def methods(self) -> list[Method]:
+        return [AsyncUnary("Complete", apb.ModelCallRequest, self._agent.complete, check_complete)]
+
+
+class ToolServicer:
+    def __init__(self, agent: Agent) -> None:
+        self._agent = agent
+
+    def methods(self) -> list[Method]:
+        return [AsyncUnary("Call", apb.ToolCallRequest, self._agent.call_tool, check_call)]
+
+
+__all__ = [
+    "MODEL_SERVICE",
+    "TOOL_SERVICE",
+    "TURN_SERVICE",
+    "ModelServicer",
+    "ToolServicer",
+    "TurnServicer",
+]

@@ -1,0 +1,112 @@
+"""The agent loop of one turn. Each step is one RPC to the core and at most
+a few more: everything heavy (the prompt's history, the tool list) arrives
+in the job, so the per-turn work here is building requests and reading
+answers."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from google.protobuf.message import DecodeError
+
+from naga.sdk import Client
+from naga.sdk.errors import SdkError
+from naga.tokens import Token, TokenError
+from naga.v1 import agent_pb2 as apb
+from naga.v1 import model_pb2 as mpb
+from naga.v1 import turn_pb2 as tpb
+from naga_plugins._plugin import Plugin
+from naga_plugins.errors import ToolFailed
+
+EXECUTOR_TOOL = "executor.turn"
+#: Longest wait for one answer of the core (a model call included).
+_CALL_TIMEOUT_S = 600.0
+
+plugin = Plugin("executor")
+
+
+def tool_name(model_name: str) -> str:
+    """The tool a model's call names: ToolSpec names write '.' as '__'
+    (providers allow letters, digits, '_' and '-' only)."""
+    return model_name.replace("__", ".")
+
+
+def run_turn(job: apb.ExecutorJob, client: Client) -> apb.ExecutorOutcome:
+    """Loop until a final answer, the step limit, the budget or a failure."""
+    out = apb.ExecutorOutcome()
+    messages = list(job.messages)
+    for _ in range(job.max_steps):
+        request = mpb.ChatRequest(messages=messages, tools=job.tools, max_tokens=job.max_tokens)
+        answer = client.complete(
+            apb.ModelCallRequest(session=job.session, turn_id=job.turn_id, request=request),
+            timeout=_CALL_TIMEOUT_S,
+        )
+        out.model_calls += 1
+        if answer.budget_exhausted:
+            return _failed(out, tpb.TURN_ERROR_KIND_BUDGET, answer.message)
+        if answer.HasField("error"):
+            return _failed(out, tpb.TURN_ERROR_KIND_MODEL, answer.error.message)
+        response = answer.response
+        out.prompt_tokens += response.usage.prompt_tokens
+        out.completion_tokens += response.usage.completion_tokens
+        message = response.message
+        out.text = message.content
+        messages.append(message)
+        if not message.tool_calls:
+            return out
+        for call in message.tool_calls:
+            result = client.call_tool(
+                apb.ToolCallRequest(
+                    session=job.session,
+                    turn_id=job.turn_id,
+                    call_id=call.id,
+                    tool=tool_name(call.name),
+                    arguments_json=call.arguments_json,
+                ),
+                timeout=_CALL_TIMEOUT_S,
+            )
+            out.tool_calls += 1
+            messages.append(
+                mpb.ChatMessage(
+                    role=mpb.ROLE_TOOL,
+                    content=result.result_json if result.ok else result.error,
+                    tool_call_id=call.id,
+                    tool_error=not result.ok,
+                )
+            )
+    return _failed(
+        out,
+        tpb.TURN_ERROR_KIND_STEPS,
+        f"the turn reached its limit of {job.max_steps} model calls (agent.max_steps) "
+        "without a final answer",
+    )
+
+
+def _failed(
+    out: apb.ExecutorOutcome, kind: tpb.TurnErrorKind.ValueType, message: str
+) -> apb.ExecutorOutcome:
+    out.error_kind = kind
+    out.error_message = message
+    return out
+
+
+@plugin.tool(EXECUTOR_TOOL)
+def turn(job: str) -> dict[str, str]:
+    try:
+        parsed = apb.ExecutorJob.FromString(base64.b64decode(job, validate=True))
+        token = Token.from_bytes(parsed.token)
+    except (binascii.Error, ValueError, DecodeError, TokenError) as exc:
+        raise ToolFailed(f"job is not a base64 ExecutorJob with a token: {exc}") from None
+    try:
+        with Client.connect(parsed.core_socket, token) as client:
+            outcome = run_turn(parsed, client)
+    except SdkError as exc:
+        outcome = apb.ExecutorOutcome(
+            error_kind=tpb.TURN_ERROR_KIND_EXECUTOR,
+            error_message=f"the executor lost the core: {exc}",
+        )
+    return {"outcome": base64.b64encode(outcome.SerializeToString()).decode("ascii")}
+
+
+main = plugin.main
