@@ -36,7 +36,9 @@ class AgentConfig:
     and out, summed over its model calls) one turn may spend;
     ``history_entries``: earlier messages and replies in a prompt;
     ``model_read_timeout_s``/``model_max_retries``: the provider's stall
-    timeout and retries (0 and -1: the adapter's defaults)."""
+    timeout and retries (0 and -1: the adapter's defaults); ``local_model``:
+    with no providers.json, start the embedded local model at the first
+    turn that needs one (docs/adr/0005-local-model.md)."""
 
     executors: int = 2
     turn_budget: int = 200_000
@@ -46,6 +48,7 @@ class AgentConfig:
     model_read_timeout_s: float = 0.0
     model_max_retries: int = -1
     turn_timeout_s: float = 600.0
+    local_model: bool = True
     risk_by_trust: Mapping[TrustLevel, Risk] = field(default_factory=lambda: RISK_BY_TRUST)
 
 

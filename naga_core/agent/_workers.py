@@ -25,6 +25,12 @@ import sandbox
 from naga.plugin import Manifest
 from naga.v1 import agent_pb2 as apb
 from naga_core._home import Home
+from naga_core._localmodel import (
+    LocalModelEndpoint,
+    LocalModelError,
+    LocalModelSettings,
+    serve_local_model,
+)
 from naga_core._providers import NoProviderConfigured, Provider, Providers, ProvidersFileError
 from naga_core.agent._config import AgentConfig
 from naga_core.agent._errors import NoExecutor, NoModelProvider
@@ -93,6 +99,11 @@ class AgentWorkers:
         self.provider_name = ""
         self.provider_problem = ""
         self._provider_config: apb.ProviderConfig | None = None
+        # No providers.json: the embedded local model, started at the first
+        # turn that needs it (it holds ~700 MB; most cores never need it).
+        self._use_local = False
+        self._local_lock = trio.Lock()
+        self._nursery: trio.Nursery | None = None
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -101,6 +112,7 @@ class AgentWorkers:
         self._core = core
         self._report = await trio.to_thread.run_sync(sandbox.detect)
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             # A turn is one call to its executor: it may run as long as a turn.
             turns = _with_call_timeout(self._tuning, self._config.turn_timeout_s)
             for _ in range(self._config.executors):
@@ -197,6 +209,7 @@ class AgentWorkers:
             provider = Providers.load(self._home).default_provider
         except NoProviderConfigured as exc:
             self.provider_problem = f"{exc}"
+            self._use_local = self._config.local_model
             return None
         except ProvidersFileError as exc:
             self.provider_problem = f"{exc}"
@@ -258,8 +271,52 @@ class AgentWorkers:
         self._idle_changed.set()
         self._idle_changed = trio.Event()
 
+    async def _start_local_model(self) -> None:
+        """Start the embedded local model and a provider worker for it, once."""
+        async with self._local_lock:
+            if self.provider is not None or not self._use_local:
+                return
+            assert self._nursery is not None
+            try:
+                settings = LocalModelSettings.from_cache()
+                endpoint: LocalModelEndpoint = await self._nursery.start(
+                    self._serve_local_model, settings
+                )
+            except LocalModelError as exc:
+                self.provider_problem = f"the embedded local model did not start: {exc}"
+                self._use_local = False  # said once; a restart of the core tries again
+                log.exception("%s", self.provider_problem)
+                return
+            local = Provider(
+                name="local",
+                api="openai",
+                base_url=endpoint.base_url,
+                api_key="",
+                model=endpoint.model,
+            )
+            self.provider = self._worker(self._write_manifest(local), self._spawn_provider)
+            self._nursery.start_soon(self.provider.run)
+
+    async def _serve_local_model(
+        self,
+        settings: LocalModelSettings,
+        *,
+        task_status: trio.TaskStatus[LocalModelEndpoint] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        # A server that dies after it was ready must not take the core down:
+        # the provider's calls fail (a MODEL error per turn) and it is said.
+        try:
+            await serve_local_model(settings, task_status=task_status)
+        except LocalModelError as exc:
+            if self.provider is None:  # before it was ready: the starter reports it
+                raise
+            self.provider_problem = f"the embedded local model stopped: {exc}"
+            log.exception("%s", self.provider_problem)
+
     async def complete(self, request_b64: str, timeout_s: float) -> str:
         """The provider's result JSON for one base64 ChatRequest."""
+        if self.provider is None and self._use_local:
+            await self._start_local_model()
         if self.provider is None:
             raise NoModelProvider(
                 f"no model provider is configured: {self.provider_problem or 'none'}; "

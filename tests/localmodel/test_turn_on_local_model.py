@@ -1,0 +1,45 @@
+"""With no providers.json, a turn runs on the embedded local model: the core
+starts it at the first turn that needs a model (not before: it holds about
+700 MB) and hands it to the provider plugin like any OpenAI-compatible
+provider. Structure, not wit: a non-empty reply arrives through the real
+core, a sandboxed executor and the provider plugin; the trace names the
+local model; a second turn reuses the running server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+
+import pytest
+
+from naga_core.agent import AgentConfig
+from naga_core.plugins import PluginsConfig
+from tests.daemon.conftest import core_in_thread
+from tests.plugin_host.conftest import FAST
+
+pytestmark = pytest.mark.slow
+
+AGENT = AgentConfig(executors=1, max_tokens=24, turn_timeout_s=240)
+
+
+def test_a_turn_without_a_provider_file_runs_on_the_embedded_model() -> None:
+    root = tempfile.mkdtemp(prefix="naga-local-turn-")
+    home = os.path.join(root, "home")
+    os.makedirs(home, mode=0o700)
+    try:
+        with core_in_thread(home, plugins=PluginsConfig(tuning=FAST), agent=AGENT) as core:
+            with core.client() as c:
+                for text in ("Say hello in one short sentence.", "And goodbye?"):
+                    events = list(c.run_turn("s-local", text, uuid.uuid4().hex, timeout=240.0))
+                    last = events[-1]
+                    assert last.WhichOneof("kind") == "final", last
+                    assert last.final.text.strip(), "an empty reply"
+                    assert last.final.model_calls >= 1
+                rows = {p.role for p in c.status().processes}
+                assert "provider:local" in rows, rows
+                c.shutdown("test done")
+            assert not core.join().failed
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
