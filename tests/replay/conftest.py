@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from naga.v1 import turn_pb2 as tpb
 from naga_core.cli import main as cli_main
 from naga_core.plugins import PluginsConfig
 from tests.agent.conftest import (
@@ -22,6 +23,7 @@ from tests.agent.conftest import (
     PLUGINS,
     TUNING,
     ServerThread,
+    error,
     final,
     model_server,
     turn,
@@ -32,8 +34,9 @@ from tests.fakes.model_server import Reply
 from tests.plugin_host.conftest import READY_S
 
 SESSION = "s-replay"
+FAILING = "s-failing"
 #: model_server is the agent tests' fixture, used here as it is.
-__all__ = ["SESSION", "Recorded", "model_server", "recorded"]
+__all__ = ["FAILING", "SESSION", "Recorded", "model_server", "recorded"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,14 @@ def recorded(model_server: ServerThread) -> Iterator[Recorded]:
                 # Turn 3: a plain answer.
                 model_server.script(Reply.answer("Bye."))
                 final(turn(c, SESSION, "thanks"))
+                # A session whose turns end in errors the loop itself reports:
+                # the provider refuses (401), then the budget runs out.
+                model_server.script(Reply.error(401, "bad key"))
+                assert error(turn(c, FAILING, "hi")).kind == tpb.TURN_ERROR_KIND_MODEL
+                model_server.script(
+                    Reply.answer(tool_calls=(_echo("call_b", "b"),), usage=(900, 200))
+                )
+                assert error(turn(c, FAILING, "spend")).kind == tpb.TURN_ERROR_KIND_BUDGET
             refused = _export_json(home, os.path.join(root, "early.bundle"))
             with core.client() as c:
                 c.shutdown("recorded")

@@ -16,10 +16,10 @@ from naga.v1 import agent_pb2 as apb
 from naga.v1 import model_pb2 as mpb
 from naga.v1 import replay_pb2 as rpb
 from naga_core.cli import main as cli_main
-from naga_core.ledger import Entry
+from naga_core.ledger import CheckpointSigner, Entry
 from naga_core.ledger._record import decode_body, encode_body
 from naga_core.replay import decode_bundle, encode_bundle
-from tests.replay.conftest import SESSION, Recorded
+from tests.replay.conftest import FAILING, SESSION, Recorded
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
@@ -235,3 +235,30 @@ def test_a_missing_file_and_an_unknown_session(
     code, out = _cli(capsys, "replay", "export", "s-none", "-o", out_path, "--home", recorded.home)
     assert code == 1
     assert out["error"] == "the ledger has no trace of session 's-none'"
+
+
+def test_turns_ending_in_model_and_budget_errors_reproduce(
+    recorded: Recorded, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = str(tmp_path / "f.bundle")
+    code, data = _cli(capsys, "replay", "export", FAILING, "-o", out, "--home", recorded.home)
+    assert code == 0, data
+    assert data["turns"] == 2
+    code, data = _cli(capsys, "replay", "run", out)
+    assert code == 0, data
+    assert data["reproduced"] == 2
+    turns: list[dict[str, Any]] = data["turns"]
+    # Calls answered from records; the budget's refusal (no record) is
+    # checked through the outcome's model_calls, 2.
+    assert [(t["model_calls"], t["tool_calls"]) for t in turns] == [(1, 0), (1, 1)]
+
+
+def test_a_checkpoint_by_another_key_does_not_verify(
+    bundle_bytes: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    msg = decode_bundle(bundle_bytes)
+    other = CheckpointSigner.generate("other-naga")
+    msg.vkey = other.verifier().vkey()
+    code, out = _run(tmp_path, capsys, encode_bundle(msg))
+    assert code == 1
+    assert out["error"].startswith("the bundle's checkpoint does not verify: note has no signature")
