@@ -206,7 +206,12 @@ class _RecordedCore:
             )
         self.position += 1
         self.models += 1
-        answer = self._bundle.blobs[nxt.body.response_blob]
+        answer = self._bundle.blobs.get(nxt.body.response_blob)
+        if answer is None:
+            raise BundleInvalid(
+                f"record {nxt.seq} names answer blob {nxt.body.response_blob.hex()[:16]}…, "
+                "which it does not list among its blobs"
+            )
         try:
             if nxt.body.failed:
                 return apb.ModelCallResponse(error=mpb.ModelError.FromString(answer))

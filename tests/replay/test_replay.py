@@ -4,6 +4,7 @@ is."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Callable
@@ -11,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from naga.v1 import agent_pb2 as apb
 from naga.v1 import model_pb2 as mpb
@@ -18,7 +21,7 @@ from naga.v1 import replay_pb2 as rpb
 from naga_core.cli import main as cli_main
 from naga_core.ledger import CheckpointSigner, Entry
 from naga_core.ledger._record import decode_body, encode_body
-from naga_core.replay import decode_bundle, encode_bundle
+from naga_core.replay import ReplayError, decode_bundle, encode_bundle, read_bundle, replay
 from tests.replay.conftest import FAILING, SESSION, Recorded
 
 
@@ -262,3 +265,19 @@ def test_a_checkpoint_by_another_key_does_not_verify(
     code, out = _run(tmp_path, capsys, encode_bundle(msg))
     assert code == 1
     assert out["error"].startswith("the bundle's checkpoint does not verify: note has no signature")
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.tuples(st.integers(0, 1 << 30), st.integers(1, 255)), min_size=1, max_size=4))
+def test_any_damage_to_the_body_is_a_replay_error_never_a_crash(
+    bundle_bytes: bytes, flips: list[tuple[int, int]]
+) -> None:
+    body = bytearray(bundle_bytes[52:])
+    for at, mask in flips:
+        body[at % len(body)] ^= mask
+    # A fresh header, so the damage reaches the checks past the checksum.
+    framed = bundle_bytes[:20] + hashlib.sha256(bytes(body)).digest() + bytes(body)
+    with contextlib.suppress(ReplayError):
+        replay(read_bundle(framed, allow_edited=True))
