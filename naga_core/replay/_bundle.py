@@ -14,6 +14,7 @@ hashes and inclusion proofs to a signed checkpoint, which catch edits.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import struct
 import time
 from collections.abc import Iterable, Sequence
@@ -33,7 +34,6 @@ MAGIC = b"NAGARPL\n"
 #: The one format this code writes and reads.
 FORMAT = 1
 _HEADER = struct.Struct(">8sIQ32s")
-NAGA_VERSION = "0.1.0"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +67,7 @@ def export_session(ledger: Ledger, blobs: BlobStore, session: str) -> rpb.Replay
     """Every turn.* record of ``session``, its blobs, proofs to one checkpoint."""
     head = ledger.head()
     size = head.size
-    out = rpb.ReplayBundle(session=session, tree_size=size, naga_version=NAGA_VERSION)
+    out = rpb.ReplayBundle(session=session, tree_size=size, naga_version=_version())
     picked: list[tuple[int, bytes, bytes, str, tuple[bytes, ...]]] = []
     for r in ledger.iter_records(0, size):
         if r.kind not in TRACE_KINDS:
@@ -101,6 +101,13 @@ def export_session(ledger: Ledger, blobs: BlobStore, session: str) -> rpb.Replay
     out.vkey = ledger.signer.verifier().vkey()
     out.exported_ns = time.time_ns()
     return out
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("naga")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout, not installed
+        return "unknown"
 
 
 def _tree_levels(leaves: list[bytes]) -> list[list[bytes]]:

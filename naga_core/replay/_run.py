@@ -127,6 +127,15 @@ def _replay_turn(t: _Turn, bundle: Bundle) -> TurnResult:
     if not models:
         return TurnResult(t.turn_id, "skipped", 0, 0)
     first = _strip_steers(_request(models[0], bundle), t.steers)
+    said = t.message.text if t.message is not None else None
+    if said is not None and (not first.messages or first.messages[-1].content != said):
+        # The job is rebuilt from this request: it must end with the message.
+        raise _Diverged(
+            1,
+            "the first model request does not end with the turn's message",
+            repr(said[:80]),
+            repr(first.messages[-1].content[:80]) if first.messages else "no messages",
+        )
     end = t.end.body if t.end is not None else None
     cut = end is None or (
         t.end is not None and t.end.kind == ERROR and end.error_kind in _CUT_KINDS

@@ -281,3 +281,19 @@ def test_any_damage_to_the_body_is_a_replay_error_never_a_crash(
     framed = bundle_bytes[:20] + hashlib.sha256(bytes(body)).digest() + bytes(body)
     with contextlib.suppress(ReplayError):
         replay(read_bundle(framed, allow_edited=True))
+
+
+def test_an_edited_user_message_is_caught_at_step_one(
+    bundle_bytes: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    msg = decode_bundle(bundle_bytes)
+    index = [i for i, r in enumerate(msg.records) if r.kind == "turn.message"][1]
+    message = apb.TurnRecord.FromString(decode_body(msg.records[index].body).payload)
+    message.text = "echo x, y, then z"
+    _rewrite(msg, index, message)
+    code, out = _run(tmp_path, capsys, encode_bundle(msg), "--allow-edited")
+    assert code == 1
+    d: dict[str, Any] = out["divergence"]
+    assert (d["turn"], d["step"]) == (2, 1)
+    assert d["expected"] == "'echo x, y, then z'"
+    assert d["got"] == "'echo a, b, then c'"
