@@ -23,6 +23,7 @@ from naga_core.cli import (
     _kernel_cmds,
     _ledger_cmds,
     _plugin_cmds,
+    _replay_cmds,
     _run_cmd,
 )
 from naga_core.cli._output import Outcome
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_kernel(sub)
     _add_ledger(sub)
     _add_plugin(sub)
+    _add_replay(sub)
     chat = _command(sub, "chat", _chat_cmd.chat, _chat_cmd.HELP)
     chat.add_argument("text", metavar="TEXT")
     chat.add_argument(
@@ -154,6 +156,23 @@ def _add_plugin(sub: Subparsers) -> None:
         "arguments", nargs="?", default="", metavar="JSON", help="a JSON object (default {})"
     )
     call.add_argument("--timeout", type=_seconds, default=None, help="seconds to wait")
+
+
+def _add_replay(sub: Subparsers) -> None:
+    replay = sub.add_parser("replay", help=_replay_cmds.HELP)
+    rsub = replay.add_subparsers(dest="replay_command", required=True, metavar="ACTION")
+    export = _command(
+        rsub, "export", _replay_cmds.export, "pack a session's trace and blobs into a bundle"
+    )
+    export.add_argument("session", metavar="SESSION")
+    export.add_argument("-o", "--output", required=True, metavar="FILE", help="the bundle")
+    run = _command(rsub, "run", _replay_cmds.run, "verify a bundle and re-run its turns against it")
+    run.add_argument("file", metavar="FILE")
+    run.add_argument(
+        "--allow-edited",
+        action="store_true",
+        help="replay records that no longer match their proofs (warns)",
+    )
 
 
 def _seconds(text: str) -> float:

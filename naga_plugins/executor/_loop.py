@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from typing import Protocol
 
 from google.protobuf.message import DecodeError
 
@@ -26,13 +27,26 @@ _CALL_TIMEOUT_S = 600.0
 plugin = Plugin("executor")
 
 
+class CoreCalls(Protocol):
+    """The two calls a turn makes of the core: a connected naga.sdk Client,
+    or a recording's answers (naga_core.replay)."""
+
+    def complete(
+        self, request: apb.ModelCallRequest, *, timeout: float | None = None
+    ) -> apb.ModelCallResponse: ...
+
+    def call_tool(
+        self, request: apb.ToolCallRequest, *, timeout: float | None = None
+    ) -> apb.ToolCallResponse: ...
+
+
 def tool_name(model_name: str) -> str:
     """The tool a model's call names: ToolSpec names write '.' as '__'
     (providers allow letters, digits, '_' and '-' only)."""
     return model_name.replace("__", ".")
 
 
-def run_turn(job: apb.ExecutorJob, client: Client) -> apb.ExecutorOutcome:
+def run_turn(job: apb.ExecutorJob, client: CoreCalls) -> apb.ExecutorOutcome:
     """Loop until a final answer, the step limit, the budget or a failure."""
     out = apb.ExecutorOutcome()
     messages = list(job.messages)

@@ -1,0 +1,287 @@
+"""Replay bundles: one session's trace records and the blobs they name, in
+one file that can be checked against the ledger it came from
+(docs/design/replay.md).
+
+A file is a header and a ``naga.v1.ReplayBundle``::
+
+    magic "NAGARPL\\n" | format u32 | body_len u64 | SHA-256(body) | body
+
+The header catches what a proto parser would not (an empty file, another
+file, a cut that falls on a field boundary); the records carry their leaf
+hashes and inclusion proofs to a signed checkpoint, which catch edits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import struct
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from google.protobuf.message import DecodeError
+
+from naga.v1 import agent_pb2 as apb
+from naga.v1 import replay_pb2 as rpb
+from naga_core.agent import TRACE_KINDS
+from naga_core.errors import InvalidRecord, NagaError, ProofError
+from naga_core.ledger import BlobStore, CheckpointVerifier, Ledger, node_hash, verify_inclusion
+from naga_core.ledger._record import decode_body, leaf_hash_of
+from naga_core.replay._errors import BundleInvalid, BundleTampered, NothingToExport
+
+MAGIC = b"NAGARPL\n"
+#: The one format this code writes and reads.
+FORMAT = 1
+_HEADER = struct.Struct(">8sIQ32s")
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRecord:
+    """One verified turn.* record of the bundle."""
+
+    seq: int
+    kind: str
+    body: apb.TurnRecord
+    blob_refs: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Bundle:
+    """A bundle read back and checked. Build with :func:`read_bundle`."""
+
+    session: str
+    records: tuple[TraceRecord, ...]
+    blobs: dict[bytes, bytes]
+    tree_size: int
+    key_name: str
+    #: Seqs of records that no longer match their proofs (only when the
+    #: reader allowed edited records).
+    edited: tuple[int, ...]
+
+
+# --- export ----------------------------------------------------------------------------
+
+
+def export_session(ledger: Ledger, blobs: BlobStore, session: str) -> rpb.ReplayBundle:
+    """Every turn.* record of ``session``, its blobs, proofs to one checkpoint."""
+    head = ledger.head()
+    size = head.size
+    out = rpb.ReplayBundle(session=session, tree_size=size, naga_version=_version())
+    picked: list[tuple[int, bytes, bytes, str, tuple[bytes, ...]]] = []
+    for r in ledger.iter_records(0, size):
+        if r.kind not in TRACE_KINDS:
+            continue
+        try:
+            body = apb.TurnRecord.FromString(r.payload)
+        except DecodeError:
+            continue  # not a trace record after all: `naga ledger verify` judges it
+        if body.session == session:
+            picked.append((r.seq, r.body, r.leaf_hash, r.kind, r.blob_refs))
+    if not picked:
+        raise NothingToExport(f"the ledger has no trace of session {session!r}")
+    levels = _tree_levels([ledger.leaf_hash(i) for i in range(size)])
+    seen: set[bytes] = set()
+    for seq, raw, leaf, kind, refs in picked:
+        out.records.append(
+            rpb.BundleRecord(body=raw, seq=seq, kind=kind, leaf_hash=leaf, proof=_path(levels, seq))
+        )
+        for digest in refs:
+            if digest in seen:
+                continue
+            seen.add(digest)
+            try:
+                data = blobs.get(digest)
+            except NagaError as exc:
+                raise NothingToExport(
+                    f"record {seq} names blob {digest.hex()}, which cannot be read: {exc}"
+                ) from None
+            out.blobs.append(rpb.BundleBlob(digest=digest, data=data))
+    out.checkpoint = ledger.checkpoint(size)
+    out.vkey = ledger.signer.verifier().vkey()
+    out.exported_ns = time.time_ns()
+    return out
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("naga")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout, not installed
+        return "unknown"
+
+
+def _tree_levels(leaves: list[bytes]) -> list[list[bytes]]:
+    """Every level of the RFC 9162 tree, leaves first. A node without a
+    right sibling moves up unchanged, which builds the same tree as the
+    RFC's largest-power-of-two split, in one pass instead of one per proof."""
+    levels = [leaves]
+    while len(levels[-1]) > 1:
+        below = levels[-1]
+        up = [node_hash(below[i], below[i + 1]) for i in range(0, len(below) - 1, 2)]
+        if len(below) % 2:
+            up.append(below[-1])
+        levels.append(up)
+    return levels
+
+
+def _path(levels: Sequence[list[bytes]], index: int) -> list[bytes]:
+    path: list[bytes] = []
+    for level in levels[:-1]:
+        sibling = index ^ 1
+        if sibling < len(level):
+            path.append(level[sibling])
+        index >>= 1
+    return path
+
+
+def encode_bundle(bundle: rpb.ReplayBundle) -> bytes:
+    body = bundle.SerializeToString()
+    return _HEADER.pack(MAGIC, FORMAT, len(body), hashlib.sha256(body).digest()) + body
+
+
+# --- reading and checking --------------------------------------------------------------
+
+
+def decode_bundle(data: bytes) -> rpb.ReplayBundle:
+    """The message inside a bundle file; BundleInvalid says what is wrong."""
+    if not data:
+        raise BundleInvalid("the file is empty: not a replay bundle")
+    if len(data) < _HEADER.size or not data.startswith(MAGIC):
+        if MAGIC.startswith(data[: len(MAGIC)]) and len(data) < _HEADER.size:
+            raise BundleInvalid(
+                f"the bundle is truncated: {len(data)} bytes, shorter than its "
+                f"{_HEADER.size}-byte header"
+            )
+        raise BundleInvalid("not a replay bundle (the file does not start with NAGARPL)")
+    _, fmt, length, digest = _HEADER.unpack_from(data)
+    if fmt != FORMAT:
+        raise BundleInvalid(
+            f"bundle format {fmt} is not supported: this naga reads format {FORMAT}"
+        )
+    body = data[_HEADER.size :]
+    if len(body) < length:
+        raise BundleInvalid(
+            f"the bundle is truncated: its header promises {length} bytes, the file has {len(body)}"
+        )
+    if len(body) > length:
+        raise BundleInvalid(
+            f"the bundle has {len(body) - length} bytes after the {length} its header promises"
+        )
+    if hashlib.sha256(body).digest() != digest:
+        raise BundleInvalid("the bundle's body does not match its SHA-256: corrupted or edited")
+    try:
+        return rpb.ReplayBundle.FromString(body)
+    except DecodeError as exc:
+        raise BundleInvalid(f"the bundle's body is not a ReplayBundle: {exc}") from None
+
+
+def read_bundle(data: bytes, *, allow_edited: bool = False) -> Bundle:
+    """Decode and check everything: the checkpoint's signature, every
+    record against its leaf hash and proof, every blob against its digest,
+    every named blob present."""
+    msg = decode_bundle(data)
+    try:
+        verifier = CheckpointVerifier.from_vkey(msg.vkey)
+        checkpoint = verifier.verify(msg.checkpoint)
+    except (ValueError, ProofError) as exc:
+        raise BundleInvalid(f"the bundle's checkpoint does not verify: {exc}") from None
+    if checkpoint.size != msg.tree_size:
+        raise BundleInvalid(
+            f"the checkpoint covers {checkpoint.size} records, the bundle says {msg.tree_size}"
+        )
+    records: list[TraceRecord] = []
+    edited: list[int] = []
+    for i, br in enumerate(msg.records):
+        rec, intact = _check_record(br, i, msg, checkpoint.root)
+        if records and rec.seq <= records[-1].seq:
+            raise BundleInvalid(f"record {rec.seq} comes after record {records[-1].seq}")
+        if not intact:
+            if not allow_edited:
+                raise BundleTampered(
+                    f"record {rec.seq} ({rec.kind}) does not match its leaf hash and "
+                    "inclusion proof: it was edited after export (replay it anyway with "
+                    "--allow-edited)"
+                )
+            edited.append(rec.seq)
+        records.append(rec)
+    if not records:
+        raise BundleInvalid("the bundle holds no records")
+    return Bundle(
+        session=msg.session,
+        records=tuple(records),
+        blobs=_check_blobs(msg.blobs, records),
+        tree_size=msg.tree_size,
+        key_name=verifier.key_name,
+        edited=tuple(edited),
+    )
+
+
+def _check_record(
+    br: rpb.BundleRecord, index: int, msg: rpb.ReplayBundle, root: bytes
+) -> tuple[TraceRecord, bool]:
+    try:
+        decoded = decode_body(br.body)
+    except InvalidRecord as exc:
+        raise BundleInvalid(
+            f"record #{index} of the bundle is not a ledger record: {exc}"
+        ) from None
+    if (decoded.seq, decoded.kind) != (br.seq, br.kind):
+        raise BundleInvalid(
+            f"record #{index} says seq {br.seq} kind {br.kind!r}, its body seq "
+            f"{decoded.seq} kind {decoded.kind!r}"
+        )
+    if decoded.kind not in TRACE_KINDS:
+        raise BundleInvalid(f"record {decoded.seq} is a {decoded.kind!r}, not a turn record")
+    try:
+        body = apb.TurnRecord.FromString(decoded.payload)
+    except DecodeError as exc:
+        raise BundleInvalid(f"record {decoded.seq}'s payload is not a TurnRecord: {exc}") from None
+    if body.session != msg.session:
+        raise BundleInvalid(
+            f"record {decoded.seq} belongs to session {body.session!r}, the bundle to "
+            f"{msg.session!r}"
+        )
+    leaf = leaf_hash_of(br.body)
+    intact = leaf == br.leaf_hash
+    if intact:
+        try:
+            verify_inclusion(leaf, decoded.seq, msg.tree_size, list(br.proof), root)
+        except ProofError:
+            intact = False
+    return TraceRecord(decoded.seq, decoded.kind, body, decoded.blob_refs), intact
+
+
+def _check_blobs(
+    blobs: Iterable[rpb.BundleBlob], records: Sequence[TraceRecord]
+) -> dict[bytes, bytes]:
+    out: dict[bytes, bytes] = {}
+    for b in blobs:
+        actual = hashlib.sha256(b.data).digest()
+        if actual != b.digest:
+            users = [r.seq for r in records if b.digest in r.blob_refs]
+            where = f" (named by record {users[0]})" if users else ""
+            raise BundleInvalid(
+                f"blob {b.digest.hex()[:16]}…{where} fails its checksum: its content hashes "
+                f"to {actual.hex()[:16]}…"
+            )
+        out[b.digest] = b.data
+    for r in records:
+        for digest in r.blob_refs:
+            if digest not in out:
+                raise BundleInvalid(
+                    f"record {r.seq} ({r.kind}) names blob {digest.hex()[:16]}…, which the "
+                    "bundle lacks"
+                )
+    return out
+
+
+__all__ = [
+    "FORMAT",
+    "MAGIC",
+    "Bundle",
+    "TraceRecord",
+    "decode_bundle",
+    "encode_bundle",
+    "export_session",
+    "read_bundle",
+]
