@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from naga.sdk import Client
-from naga.sdk.errors import InvalidArgument, NotFound
+from naga.sdk.errors import FailedPrecondition, InvalidArgument, NotFound
 from naga.v1 import agent_pb2 as apb
 from naga.v1 import ledger_pb2 as lpb
 from naga.v1 import model_pb2 as mpb
@@ -210,3 +210,80 @@ def test_naga_chat_prints_the_reply(
     data = json.loads(capsys.readouterr().out)
     assert data["error_kind"] == "model"
     assert "check api_key" in data["error"]
+
+
+def test_abort_ends_a_turn_stuck_in_a_model_call_and_the_session_goes_on(
+    client: Client, agent_core: InProcessCore, model_server: ServerThread
+) -> None:
+    import threading
+    import time
+    import uuid
+
+    model_server.script(Reply.stall())
+    asked = model_server.run(lambda: len(model_server.server.requests))
+    events: list[tpb.TurnEvent] = []
+    key = uuid.uuid4().hex
+
+    def run() -> None:
+        with agent_core.client() as c:
+            events.extend(c.run_turn("s-abort", "take your time", key, timeout=60.0))
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    # Readiness, not a guess: the turn is inside its model call once the
+    # fake model has the request (bounded wait, polled).
+    deadline = time.monotonic() + 30
+    while model_server.run(lambda: len(model_server.server.requests)) == asked:
+        assert time.monotonic() < deadline, "the model call never arrived"
+        time.sleep(0.01)
+    turn_id = client.abort_turn("s-abort")
+    runner.join(30)
+    assert not runner.is_alive()
+    assert events[0].accepted.turn_id == turn_id
+    stopped = error(events)
+    assert stopped.kind == tpb.TURN_ERROR_KIND_ABORTED
+    assert stopped.message == "the turn was aborted"
+    with pytest.raises(FailedPrecondition, match="session s-abort runs no turn"):
+        client.abort_turn("s-abort")
+    model_server.script(Reply.answer("still here", usage=(5, 2)))
+    assert final(turn(client, "s-abort", "are you there?")).text == "still here"
+
+
+def test_an_executor_killed_mid_turn_ends_the_turn_and_is_rebuilt(
+    client: Client, agent_core: InProcessCore, model_server: ServerThread
+) -> None:
+    import os
+    import signal
+    import threading
+    import time
+    import uuid
+
+    model_server.script(Reply.stall())
+    asked = model_server.run(lambda: len(model_server.server.requests))
+    events: list[tpb.TurnEvent] = []
+    key = uuid.uuid4().hex
+
+    def run() -> None:
+        with agent_core.client() as c:
+            events.extend(c.run_turn("s-kill", "hold on", key, timeout=60.0))
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    deadline = time.monotonic() + 30
+    while model_server.run(lambda: len(model_server.server.requests)) == asked:
+        assert time.monotonic() < deadline, "the model call never arrived"
+        time.sleep(0.01)
+    executors = [p for p in client.status().processes if p.role.startswith("executor:")]
+    assert executors, "no executor in the status"
+    for p in executors:  # the one running the turn is among them
+        os.kill(p.pid, signal.SIGKILL)
+    runner.join(60)
+    assert not runner.is_alive()
+    failed = error(events)
+    assert failed.kind == tpb.TURN_ERROR_KIND_EXECUTOR, failed
+    assert failed.message
+    # The pool is rebuilt (new pids) and the session goes on.
+    model_server.script(Reply.answer("back again", usage=(5, 2)))
+    assert final(turn(client, "s-kill", "again?")).text == "back again"
+    now = {p.pid for p in client.status().processes if p.role.startswith("executor:")}
+    assert now.isdisjoint({p.pid for p in executors})
