@@ -83,6 +83,8 @@ class Ticket:
     msg: Inbound
     pending: _Pending | None
     abort_running: bool = False
+    #: The same key was already taken: the answer is the first copy's.
+    joined: bool = False
 
 
 @attrs.define(eq=False)
@@ -130,7 +132,7 @@ class Lanes:
         if known is not None:
             # The same message again (a client resending after a reconnect)
             # waits for the first copy instead of queueing twice.
-            return Ticket(msg, known)
+            return Ticket(msg, known, joined=True)
         lane = self._lanes.setdefault(msg.session, _Lane())
         if msg.mode == "steer" and lane.turn_id is not None:
             return Ticket(msg, None)
@@ -171,7 +173,8 @@ class Lanes:
             return Ack(resp.message_seq, "", steered=True)
         if ticket.abort_running:
             await self._abort_quietly(msg.session)
-        return await self._wait(ticket.pending)
+        ack = await self._wait(ticket.pending)
+        return attrs.evolve(ack, replayed=True) if ticket.joined else ack
 
     async def submit(self, msg: Inbound) -> Ack:
         """Queue ``msg`` by its mode and wait until it is durable."""

@@ -118,9 +118,15 @@ def _wait(driver: Any, what: str, check: Callable[[Any], Any]) -> Any:
 
 
 def _texts(driver: Any, selector: str) -> list[str]:
-    from selenium.webdriver.common.by import By
+    # Read in one script: the console re-renders lists, so element handles
+    # fetched one by one can go stale between calls.
+    script = "return [...document.querySelectorAll(arguments[0])].map((e) => e.textContent)"
+    return list(driver.execute_script(script, selector))
 
-    return [e.text for e in driver.find_elements(By.CSS_SELECTOR, selector)]
+
+def _click(driver: Any, selector: str) -> bool:
+    script = "const e = document.querySelector(arguments[0]); if (e) e.click(); return !!e"
+    return bool(driver.execute_script(script, selector))
 
 
 def test_console_end_to_end(fake_core: tuple[FakeCore, str], browser: Any) -> None:
