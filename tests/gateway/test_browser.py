@@ -175,14 +175,11 @@ def test_console_end_to_end(fake_core: tuple[FakeCore, str], browser: Any) -> No
         keep = next(e.seq for e in core.entries if e.text == "echo: hello browser")
         by_id("menu").click()  # phone-sized: the session pane is a menu
         by_id("show-rollback").click()
-        undo = _wait(
+        _wait(
             d,
             "the ledger entries",
-            lambda _: d.find_element(
-                By.CSS_SELECTOR, f'#entries li[data-seq="{keep}"] button.undo'
-            ),
+            lambda _: _click(d, f'#entries li[data-seq="{keep}"] button.undo'),
         )
-        undo.click()
         _wait(d, "the dry-run preview", lambda _: by_id("preview").is_displayed())
         assert "Undo 1 entries" in by_id("preview-summary").text
         assert len(core.entries) == 3, "the preview changed nothing"
