@@ -125,24 +125,31 @@ class Session:
         self._strikes = 0
         self._inflight = 0
 
-    async def run(self) -> None:
+    async def _receive(self) -> bytes | None:
+        """The next message; None once closed, by the peer or by us for a
+        protocol violation (closed with the code that names it)."""
         try:
-            async with trio.open_nursery() as nursery:
-                if not await self._handshake(nursery):
-                    return
-                while (raw := await self._ws.receive()) is not None:
-                    if not self._admit():
-                        if self._strikes >= self._limits.flood_strikes:
-                            await self._ws.close(ws.CLOSE_POLICY, "too many requests")
-                            break
-                        await self._ws.send_text(
-                            p.error(None, p.RATE_LIMITED, "too many requests; slow down")
-                        )
-                        continue
-                    await self._dispatch(raw, nursery)
-                nursery.cancel_scope.cancel()
+            return await self._ws.receive()
         except WebSocketError as exc:
             await self._ws.close(exc.close_code, str(exc))
+            return None
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            if not await self._handshake(nursery):
+                nursery.cancel_scope.cancel()
+                return
+            while (raw := await self._receive()) is not None:
+                if not self._admit():
+                    if self._strikes >= self._limits.flood_strikes:
+                        await self._ws.close(ws.CLOSE_POLICY, "too many requests")
+                        break
+                    await self._ws.send_text(
+                        p.error(None, p.RATE_LIMITED, "too many requests; slow down")
+                    )
+                    continue
+                await self._dispatch(raw, nursery)
+            nursery.cancel_scope.cancel()
 
     def _admit(self) -> bool:
         now = trio.current_time()
@@ -158,7 +165,7 @@ class Session:
     async def _handshake(self, nursery: trio.Nursery) -> bool:
         """Wait for ``connect``; False when the connection ended instead."""
         with trio.move_on_after(self._limits.connect_timeout):
-            while (raw := await self._ws.receive()) is not None:
+            while (raw := await self._receive()) is not None:
                 try:
                     req, params = p.parse_request(raw)
                 except FrameInvalid as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import logging
 from importlib import resources
 
 import attrs
@@ -22,9 +23,10 @@ from naga_gateway._conn import Limits, Session, WebSocket
 from naga_gateway._core import CorePort
 from naga_gateway._hub import Hub
 from naga_gateway._lanes import Lanes
-from naga_gateway.errors import HandshakeRefused, WebSocketError
+from naga_gateway.errors import HandshakeRefused
 
 DEFAULT_PORT = 18789
+_log = logging.getLogger("naga.gateway")
 _MAX_HEAD = 16 * 1024
 _STATIC = {
     "/": ("index.html", "text/html; charset=utf-8"),
@@ -93,6 +95,8 @@ class Gateway:
             await self._http(stream)
         except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError):
             pass  # the client went away or spoke broken HTTP: only it is affected
+        except Exception:  # noqa: BLE001 - a bug costs one connection, never the gateway
+            _log.exception("connection failed")
         finally:
             await stream.aclose()
 
@@ -162,10 +166,7 @@ class Gateway:
             limits=self.config.limits,
             loopback_owner=self.config.loopback_owner and _peer_is_loopback(stream),
         )
-        try:
-            await session.run()
-        except WebSocketError as exc:
-            await sock.close(exc.close_code, str(exc))
+        await session.run()
 
 
 async def _next_event(conn: h11.Connection, stream: trio.SocketStream) -> object:
