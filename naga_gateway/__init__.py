@@ -12,9 +12,9 @@ the core only over gRPC (:class:`GrpcCore`), never by importing naga_core.
 
 from naga_gateway import errors
 from naga_gateway._conn import Limits
-from naga_gateway._core import CorePort, GrpcCore
+from naga_gateway._core import CorePort, GrpcCore, OnEvent
 from naga_gateway._hub import Hub, Peer
-from naga_gateway._lanes import Ack, Inbound, Lanes
+from naga_gateway._lanes import Ack, Inbound, Lanes, Mode, Ticket
 from naga_gateway._protocol import PROTOCOL_VERSION
 from naga_gateway._server import DEFAULT_PORT, Gateway, GatewayConfig
 
@@ -30,6 +30,9 @@ __all__ = [
     "Inbound",
     "Lanes",
     "Limits",
+    "Mode",
+    "OnEvent",
     "Peer",
+    "Ticket",
     "errors",
 ]

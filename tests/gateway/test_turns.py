@@ -173,3 +173,42 @@ def test_messages_queued_behind_a_turn_run_in_order(
     else:
         assert texts[0] == "slow"
         assert "\n\n".join(texts[1:]).split("\n\n") == ["m0", "m1", "m2"]
+
+
+def test_a_core_restart_before_acceptance_is_retried_with_the_same_key(
+    fake_core: tuple[FakeCore, str],
+) -> None:
+    core, socket = fake_core
+    core.fail_next_runs = 2  # UNAVAILABLE twice, as while the core restarts
+
+    async def body(gw: Gateway) -> None:
+        c = await WsClient.open(gw.port)
+        await c.connect()
+        ack = await c.request("send", session="s1", text="survive", key="k")
+        assert ack["ok"], ack
+        await c.until_event("turn.final")
+        await c.aclose()
+
+    run_gateway(socket, body)
+    assert [r.text for r in core.runs] == ["survive"]
+
+
+def test_a_message_resent_after_a_gateway_restart_is_answered_once(
+    fake_core: tuple[FakeCore, str],
+) -> None:
+    core, socket = fake_core
+    acks: list[dict[str, object]] = []
+
+    async def body(gw: Gateway) -> None:
+        c = await WsClient.open(gw.port)
+        await c.connect()
+        # The client resends everything it has no answer for, same key.
+        acks.append((await c.request("send", session="s1", text="hi", key="k"))["result"])
+        await c.until_event("turn.final")
+        await c.aclose()
+
+    run_gateway(socket, body)  # this gateway goes away...
+    run_gateway(socket, body)  # ...and a new one gets the same message again
+    assert [r.text for r in core.runs] == ["hi"]
+    assert acks[0]["message_seq"] == acks[1]["message_seq"]
+    assert acks[1]["replayed"] is True
