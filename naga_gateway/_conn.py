@@ -69,7 +69,10 @@ class WebSocket:
                     code = ws.CLOSE_NORMAL if event.code == 1005 else event.code
                     await self.close(code, "")
                     return None
-            data = self._leftover or await self._stream.receive_some(65536)
+            try:
+                data = self._leftover or await self._stream.receive_some(65536)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = b""  # reset by the peer, or closed by our own close()
             self._leftover = b""
             if not data:
                 self.closed = True
@@ -145,7 +148,7 @@ class Session:
                         await self._ws.close(ws.CLOSE_POLICY, "too many requests")
                         break
                     await self._ws.send_text(
-                        p.error(None, p.RATE_LIMITED, "too many requests; slow down")
+                        p.error(_id_of(raw), p.RATE_LIMITED, "too many requests; slow down")
                     )
                     continue
                 await self._dispatch(raw, nursery)
@@ -395,6 +398,15 @@ class Session:
         "rollback": _m_rollback,
         "ping": _m_ping,
     }
+
+
+def _id_of(raw: bytes) -> str | None:
+    """The request id of a frame refused unread, when it has one, so the
+    client knows which request to retry."""
+    try:
+        return p.parse_request(raw)[0].id
+    except FrameInvalid as exc:
+        return exc.request_id
 
 
 def _preview(pv: cpb.RollbackPreview) -> dict[str, Any]:

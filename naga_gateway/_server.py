@@ -215,7 +215,10 @@ def _is_loopback(host: str) -> bool:
 
 
 def _peer_is_loopback(stream: trio.SocketStream) -> bool:
-    name = stream.socket.getpeername()
+    try:
+        name = stream.socket.getpeername()
+    except OSError:
+        return False  # already gone; it will not be served anyway
     return _is_loopback(str(name[0]))
 
 

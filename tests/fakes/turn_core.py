@@ -48,7 +48,7 @@ class _Running:
 class FakeCore:
     """State and behaviour; ``serve(path)`` exposes it over gRPC."""
 
-    def __init__(self, *, slow_delay: float = 0.02) -> None:
+    def __init__(self, *, slow_delay: float = 0.02, workers: int = 64) -> None:
         self.lock = threading.Lock()
         self.entries: list[Entry] = []
         self.next_seq = 0
@@ -64,11 +64,12 @@ class FakeCore:
         self.fail_next_runs = 0
         self._turns = 0
         self._server: grpc.Server | None = None
+        self._workers = workers
 
     # --- gRPC ---------------------------------------------------------------------
 
     def serve(self, socket: str) -> None:
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=64))
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=self._workers))
 
         def unary(fn: Callable[[Any, grpc.ServicerContext], Any], req: Any) -> Any:
             return grpc.unary_unary_rpc_method_handler(

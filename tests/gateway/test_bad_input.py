@@ -214,6 +214,8 @@ def test_a_flood_from_one_peer_is_throttled_then_closed(fake_core: tuple[FakeCor
         assert code == ws.CLOSE_POLICY
         limited = [f for f in frames if f.get("error", {}).get("code") == "rate_limited"]
         assert limited
+        # Each refusal names the request refused, so a client knows what to retry.
+        assert all(str(f["id"]).startswith("f") for f in limited)
         await _still_serves(gw)
 
     run_gateway(socket, body, config)
