@@ -23,7 +23,7 @@ from naga_gateway._conn import Limits, Session, WebSocket
 from naga_gateway._core import CorePort
 from naga_gateway._hub import Hub
 from naga_gateway._lanes import Lanes
-from naga_gateway.errors import HandshakeRefused
+from naga_gateway.errors import CoreCallFailed, HandshakeRefused
 
 DEFAULT_PORT = 18789
 _log = logging.getLogger("naga.gateway")
@@ -81,7 +81,16 @@ class Gateway:
             )
             listeners: list[trio.SocketListener] = await nursery.start(serve)
             self.port = int(listeners[0].socket.getsockname()[1])
+            nursery.start_soon(self._load_tools)
             task_status.started(self.port)
+
+    async def _load_tools(self) -> None:
+        """Learn the tools' risk levels once at start (a ``tools`` request
+        refreshes them); until then a tool event counts as R4."""
+        try:
+            self.hub.tool_risk.update(await self.core.tool_risks())
+        except CoreCallFailed as exc:
+            _log.warning("tool risk levels unknown until a 'tools' request: %s", exc)
 
     def _allowed_hosts(self) -> set[str]:
         return {f"127.0.0.1:{self.port}", f"localhost:{self.port}", f"[::1]:{self.port}"}

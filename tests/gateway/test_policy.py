@@ -58,7 +58,7 @@ def test_cell(level: TrustLevel, risk: int | None, kind: EventKind, scope: Scope
     assert POLICY[level].sees(kind, scope, risk) is expected
 
 
-@pytest.mark.parametrize(("level", "risk"), itertools.product(TrustLevel, RISKS))
+@pytest.mark.parametrize(("level", "risk"), list(itertools.product(list(TrustLevel), RISKS)))
 def test_tool_list_cell(level: TrustLevel, risk: int | None) -> None:
     effective = MAX_RISK if risk is None else risk
     assert POLICY[level].tool_visible(risk) is (effective <= HIGHEST_RISK[level])

@@ -84,7 +84,7 @@ def test_steer_reaches_the_running_turn(fake_core: tuple[FakeCore, str]) -> None
     async def body(gw: Gateway) -> None:
         c = await WsClient.open(gw.port)
         await c.connect()
-        core.slow_delay = 0.005
+        core.slow_delay = 0.001
         await c.request("send", session="s1", text="slow", key="a")
         await c.until_event("turn.delta")
         steer = await c.request("send", session="s1", text="shorter", key="b", mode="steer")
@@ -155,7 +155,7 @@ def test_messages_queued_behind_a_turn_run_in_order(
     async def body(gw: Gateway) -> None:
         c = await WsClient.open(gw.port)
         await c.connect()
-        core.slow_delay = 0.002
+        core.slow_delay = 0.001
         r0 = await c.start("send", session="s1", text="slow", key="0", mode=mode)
         await c.until_event("turn.accepted")
         rids = [
@@ -212,3 +212,27 @@ def test_a_message_resent_after_a_gateway_restart_is_answered_once(
     assert [r.text for r in core.runs] == ["hi"]
     assert acks[0]["message_seq"] == acks[1]["message_seq"]
     assert acks[1]["replayed"] is True
+
+
+def test_interrupt_stops_the_running_turn_and_runs_first(fake_core: tuple[FakeCore, str]) -> None:
+    core, socket = fake_core
+
+    async def body(gw: Gateway) -> None:
+        c = await WsClient.open(gw.port)
+        await c.connect()
+        core.slow_delay = 0.01
+        r0 = await c.start("send", session="s1", text="slow", key="0")
+        await c.until_event("turn.delta")
+        r1 = await c.start("send", session="s1", text="later", key="1")
+        await c.until_event("lane.queued")
+        r2 = await c.start("send", session="s1", text="now", key="2", mode="interrupt")
+        for rid in (r0, r1, r2):
+            assert (await c.response(rid))["ok"]
+        err = await c.until_event("turn.error")
+        assert err["data"]["kind"] == "aborted"
+        while len(core.runs) < 3 or core.running:
+            await c.until_event("turn.final")
+        await c.aclose()
+
+    run_gateway(socket, body)
+    assert [r.text for r in core.runs] == ["slow", "now", "later"]
