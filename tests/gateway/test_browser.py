@@ -10,6 +10,7 @@ part of the product and must not go untested silently.
 
 from __future__ import annotations
 
+import importlib
 import shutil
 import tempfile
 import threading
@@ -73,11 +74,8 @@ def _driver(profile: str) -> Any:
             f"{', '.join(missing)} not installed: the console's browser test needs Debian's "
             "chromium and chromium-driver (apt-get install -y chromium chromium-driver)"
         )
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        pytest.fail("selenium is not installed: pip install -e '.[dev]' (it is a dev dependency)")
+    webdriver = _selenium("selenium.webdriver")
+    service = _selenium("selenium.webdriver.chrome.service").Service
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in (
@@ -94,7 +92,16 @@ def _driver(profile: str) -> Any:
         f"--user-data-dir={profile}",
     ):
         options.add_argument(flag)
-    return webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    return webdriver.Chrome(options=options, service=service(executable_path=CHROMEDRIVER))
+
+
+def _selenium(module: str) -> Any:
+    # Imported by name so that the type checker passes where the dev extra
+    # is not installed yet; the test itself then fails and says why.
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        pytest.fail("selenium is not installed: pip install -e '.[dev]' (a dev dependency)")
 
 
 @pytest.fixture
@@ -108,12 +115,11 @@ def browser() -> Iterator[Any]:
 
 
 def _wait(driver: Any, what: str, check: Callable[[Any], Any]) -> Any:
-    from selenium.common.exceptions import TimeoutException
-    from selenium.webdriver.support.ui import WebDriverWait
-
+    timeout: type[Exception] = _selenium("selenium.common.exceptions").TimeoutException
+    wait = _selenium("selenium.webdriver.support.ui").WebDriverWait
     try:
-        return WebDriverWait(driver, WAIT_S, poll_frequency=0.05).until(check)
-    except TimeoutException:
+        return wait(driver, WAIT_S, poll_frequency=0.05).until(check)
+    except timeout:
         raise AssertionError(f"timed out waiting for {what}") from None
 
 
@@ -130,17 +136,17 @@ def _click(driver: Any, selector: str) -> bool:
 
 
 def test_console_end_to_end(fake_core: tuple[FakeCore, str], browser: Any) -> None:
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
+    by_id_ = "id"  # selenium's By.ID
+    enter: str = _selenium("selenium.webdriver.common.keys").Keys.ENTER
 
     core, socket = fake_core
     with _GatewayThread(socket) as gw:
         d = browser
-        by_id: Callable[[str], Any] = lambda i: d.find_element(By.ID, i)  # noqa: E731
+        by_id: Callable[[str], Any] = lambda i: d.find_element(by_id_, i)  # noqa: E731
         d.get(f"http://127.0.0.1:{gw.port}/")
         _wait(d, "the connection", lambda _: by_id("conn").get_attribute("data-state") == "open")
 
-        by_id("text").send_keys("hello browser", Keys.ENTER)
+        by_id("text").send_keys("hello browser", enter)
         _wait(
             d,
             "the streamed reply",
@@ -156,7 +162,7 @@ def test_console_end_to_end(fake_core: tuple[FakeCore, str], browser: Any) -> No
         )
 
         core.slow_delay = 0.05
-        by_id("text").send_keys("slow and long", Keys.ENTER)
+        by_id("text").send_keys("slow and long", enter)
         _wait(
             d,
             "the long reply to start",
