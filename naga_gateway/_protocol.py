@@ -108,6 +108,8 @@ def parse_request(raw: bytes | str) -> tuple[Request, _Strict]:
         obj = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise FrameInvalid(f"frame is not JSON: {exc}", BAD_FRAME) from None
+    except RecursionError:
+        raise FrameInvalid("frame is not JSON we read: nested too deeply", BAD_FRAME) from None
     if not isinstance(obj, dict):
         raise FrameInvalid("frame must be a JSON object", BAD_FRAME)
     fields = cast(dict[str, Any], obj)

@@ -53,6 +53,10 @@ class GatewayConfig:
     loopback_owner: bool = True
     max_running: int = 16
     max_queued: int = 64
+    #: Open TCP connections at once; more are closed at once.
+    max_connections: int = 512
+    #: Seconds a client has to send a whole request head.
+    head_timeout: float = 10.0
     limits: Limits = attrs.field(factory=Limits)
 
 
@@ -67,6 +71,7 @@ class Gateway:
             core, self.hub, max_running=config.max_running, max_queued=config.max_queued
         )
         self.port = config.port
+        self._slots = trio.CapacityLimiter(config.max_connections)
         self._static = {
             path: (resources.files("naga_gateway").joinpath("static", name).read_bytes(), ctype)
             for path, (name, ctype) in _STATIC.items()
@@ -101,7 +106,10 @@ class Gateway:
 
     async def _handle(self, stream: trio.SocketStream) -> None:
         try:
-            await self._http(stream)
+            if self._slots.available_tokens < 1:
+                return  # full: refusing one client keeps the others served
+            async with self._slots:
+                await self._http(stream)
         except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError):
             pass  # the client went away or spoke broken HTTP: only it is affected
         except Exception:  # noqa: BLE001 - a bug costs one connection, never the gateway
@@ -112,9 +120,11 @@ class Gateway:
     async def _http(self, stream: trio.SocketStream) -> None:
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD)
         while True:
-            event = await _next_event(conn, stream)
+            event: object = None
+            with trio.move_on_after(self.config.head_timeout):
+                event = await _next_event(conn, stream)
             if not isinstance(event, h11.Request):
-                return
+                return  # closed, broken, or too slow to say what it wants
             headers = {k.decode().lower(): v.decode("latin-1") for k, v in event.headers}
             target = event.target.decode("latin-1").split("?", 1)[0]
             method = event.method.decode()

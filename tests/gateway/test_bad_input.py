@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from naga.v1 import core_pb2 as cpb
 from naga_gateway import Gateway, GatewayConfig, Inbound, Limits
@@ -41,6 +42,7 @@ async def _drain_until_closed(c: WsClient) -> tuple[int, list[dict[str, Any]]]:
     [
         (b"not json", "bad_frame", "not JSON"),
         (b"[1, 2]", "bad_frame", "JSON object"),
+        (b"[" * 100_000 + b"]" * 100_000, "bad_frame", "nested too deeply"),
         (b'{"type": "req", "id": 7, "method": "ping"}', "bad_frame", "id"),
         (b'{"type": "hello", "id": "1", "method": "ping"}', "bad_frame", "type"),
         (b'{"type": "req", "id": "1", "method": "ping", "x": 1}', "bad_frame", "x"),
@@ -177,6 +179,28 @@ def test_a_wrong_origin_or_host_never_upgrades(fake_core: tuple[FakeCore, str]) 
         await _still_serves(gw)
 
     run_gateway(socket, body)
+
+
+def test_a_silent_client_and_a_full_house_cost_nobody_else(
+    fake_core: tuple[FakeCore, str],
+) -> None:
+    _core, socket = fake_core
+    config = GatewayConfig(port=0, max_connections=3, head_timeout=0.2)
+
+    async def body(gw: Gateway) -> None:
+        silent = await trio.open_tcp_stream("127.0.0.1", gw.port)
+        # It says nothing; after the head timeout the gateway hangs up.
+        assert await silent.receive_some(100) == b""
+        held = [await WsClient.open(gw.port) for _ in range(3)]
+        with pytest.raises(Closed):
+            await WsClient.open(gw.port)  # a fourth is refused at once
+        await held.pop().aclose()
+        await trio.testing.wait_all_tasks_blocked()
+        await _still_serves(gw)
+        for c in held:
+            await c.aclose()
+
+    run_gateway(socket, body, config)
 
 
 def test_the_console_page_is_served_with_hardening_headers(
