@@ -59,6 +59,7 @@ bench: $(LOCAL_STAMP)
 	$(BIN)/python bench/core_rpc.py
 	$(BIN)/python bench/model_request_bytes.py
 	$(BIN)/python bench/local_model.py
+	$(BIN)/python bench/gateway.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,119 @@
+"""The trust policy table: what a peer of each trust level may spend, which
+tools it may see and which events reach it (SPEC section 4, L0.5 "Trust";
+docs/design/trust.md).
+
+One declarative table, read by the gateway (event and tool visibility) and
+available to the core (a turn's budget by the sender's trust). Everything a
+peer is shown goes through :meth:`TrustPolicy.sees`; nothing else decides.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from types import MappingProxyType
+
+import attrs
+
+from naga.trust import TrustLevel
+
+
+class EventKind(enum.Enum):
+    """What the gateway streams to a peer (docs/protocol/websocket.md)."""
+
+    MESSAGE = "message"  # a user message, recorded
+    ACCEPTED = "turn.accepted"  # a turn started (its message is durable)
+    DELTA = "turn.delta"  # more reply text
+    TOOL_STARTED = "tool.started"
+    TOOL_FINISHED = "tool.finished"
+    FINAL = "turn.final"  # the whole reply
+    USAGE = "turn.usage"  # tokens and calls a turn cost
+    ERROR = "turn.error"
+    QUEUED = "lane.queued"  # a message waits in its session's lane
+
+
+class Scope(enum.Enum):
+    """Whose event it is, relative to the peer looking."""
+
+    OWN = "own"  # the peer's own message, or a turn answering it
+    SESSION = "session"  # another peer's, in a session the peer is in
+    OTHER = "other"  # in a session the peer is not in
+
+
+#: Tool risk levels, R0 (read-only) .. R4 (destructive).
+MAX_RISK = 4
+_TOOL_KINDS = frozenset({EventKind.TOOL_STARTED, EventKind.TOOL_FINISHED})
+
+
+@attrs.frozen
+class TrustPolicy:
+    """One row of the table."""
+
+    level: TrustLevel
+    #: Tokens (prompt + completion) one turn may spend.
+    turn_budget: int
+    #: The highest tool risk level shown (None: no tool at all).
+    max_tool_risk: int | None
+    #: The event kinds that reach the peer at all.
+    events: frozenset[EventKind]
+    #: The widest scope of events the peer sees.
+    scope: Scope
+    #: Whether the peer may roll the ledger back (the console's "undo").
+    may_rollback: bool
+
+    def tool_visible(self, risk: int | None) -> bool:
+        """Whether a tool of ``risk`` (None: unknown, treated as R4) shows."""
+        if self.max_tool_risk is None:
+            return False
+        return (MAX_RISK if risk is None else risk) <= self.max_tool_risk
+
+    def sees(self, kind: EventKind, scope: Scope, tool_risk: int | None = None) -> bool:
+        """Whether an event of ``kind`` in ``scope`` reaches the peer;
+        ``tool_risk`` is the tool's level for tool events."""
+        if kind not in self.events:
+            return False
+        if _WIDTH[scope] > _WIDTH[self.scope]:
+            return False
+        return kind not in _TOOL_KINDS or self.tool_visible(tool_risk)
+
+
+_WIDTH = {Scope.OWN: 0, Scope.SESSION: 1, Scope.OTHER: 2}
+_ALL = frozenset(EventKind)
+_TEXT = frozenset(
+    {EventKind.MESSAGE, EventKind.ACCEPTED, EventKind.DELTA, EventKind.FINAL, EventKind.ERROR}
+)
+
+#: The table (docs/design/trust.md shows it; a test checks they agree).
+POLICY: Mapping[TrustLevel, TrustPolicy] = MappingProxyType(
+    {
+        TrustLevel.OWNER: TrustPolicy(
+            TrustLevel.OWNER, 200_000, 4, _ALL, Scope.OTHER, may_rollback=True
+        ),
+        TrustLevel.KNOWN: TrustPolicy(
+            TrustLevel.KNOWN, 50_000, 2, _ALL, Scope.SESSION, may_rollback=False
+        ),
+        TrustLevel.GUEST: TrustPolicy(
+            TrustLevel.GUEST,
+            10_000,
+            0,
+            _TEXT | _TOOL_KINDS | {EventKind.QUEUED},
+            Scope.OWN,
+            may_rollback=False,
+        ),
+        TrustLevel.UNTRUSTED: TrustPolicy(
+            TrustLevel.UNTRUSTED,
+            2_000,
+            None,
+            frozenset({EventKind.ACCEPTED, EventKind.FINAL, EventKind.ERROR}),
+            Scope.OWN,
+            may_rollback=False,
+        ),
+    }
+)
+
+
+def policy_for(level: TrustLevel) -> TrustPolicy:
+    return POLICY[level]
+
+
+__all__ = ["MAX_RISK", "POLICY", "EventKind", "Scope", "TrustPolicy", "policy_for"]

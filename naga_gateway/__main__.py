@@ -1,0 +1,67 @@
+"""``python -m naga_gateway``: the gateway as a process, as the supervisor
+starts it inside ``sandbox.Profile.gateway(port, core_socket)``.
+
+The core's socket and the gateway's capability token (role ``gateway``,
+base64) come in the environment the sandbox passes (``CORE_SOCKET_ENV``,
+``TOKEN_ENV``), never on the command line, where other users could read
+them. Once listening it prints one line, ``naga-gateway listening on
+HOST:PORT``, to stdout (the supervisor's readiness signal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import os
+import signal
+import sys
+
+import trio
+
+from naga.tokens import CAPABILITY_SCHEME
+from naga_gateway._core import GrpcCore
+from naga_gateway._server import DEFAULT_PORT, Gateway, GatewayConfig
+from sandbox import CORE_SOCKET_ENV, TOKEN_ENV
+
+
+def _authorization() -> str:
+    raw = os.environ.get(TOKEN_ENV, "")
+    try:
+        token = base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError):
+        token = b""
+    if not token:
+        sys.exit(f"naga-gateway: {TOKEN_ENV} must hold the gateway's capability token (base64)")
+    return f"{CAPABILITY_SCHEME} {base64.b64encode(token).decode('ascii')}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="naga-gateway", description="The Naga gateway")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="0 picks a free port")
+    args = parser.parse_args(argv)
+    socket = os.environ.get(CORE_SOCKET_ENV)
+    if not socket:
+        sys.exit(f"naga-gateway: {CORE_SOCKET_ENV} must name the core's socket")
+    core = GrpcCore(socket, _authorization())
+    gateway = Gateway(core, GatewayConfig(host=args.host, port=args.port))
+
+    async def serve() -> None:
+        # SIGTERM (the supervisor) and SIGINT (a terminal) stop it cleanly.
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async with trio.open_nursery() as nursery:
+                port = await nursery.start(gateway.serve)
+                print(f"naga-gateway listening on {args.host}:{port}", flush=True)
+                async for _ in signals:
+                    nursery.cancel_scope.cancel()
+                    break
+
+    try:
+        trio.run(serve)
+    finally:
+        core.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+"""The WebChat console in real headless Chromium (Debian's chromium and
+chromium-driver, driven by selenium), phone-sized, against a gateway and a
+fake core: send and see the reply stream in, reload and see the history,
+abort a long reply, undo to an earlier entry and see the state change.
+
+Chromium and chromedriver are system packages (``.ci/run`` installs them;
+README "Tests"). Without them this test fails and says so: the console is
+part of the product and must not go untested silently.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from naga_gateway import Gateway, GatewayConfig, GrpcCore
+from tests.fakes.turn_core import FakeCore
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+WAIT_S = 15.0
+
+
+class _GatewayThread:
+    """A gateway on its own trio loop in a thread, so the (synchronous)
+    browser driver can run in the test's thread."""
+
+    def __init__(self, socket: str) -> None:
+        self._socket = socket
+        self._ready = threading.Event()
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._scope: trio.CancelScope | None = None
+        self.port = 0
+        self._thread = threading.Thread(target=lambda: trio.run(self._main), daemon=True)
+
+    async def _main(self) -> None:
+        core = GrpcCore(self._socket, "Capability test")
+        try:
+            with trio.CancelScope() as scope:
+                self._scope = scope
+                self._token = trio.lowlevel.current_trio_token()
+                gateway = Gateway(core, GatewayConfig(port=0))
+                async with trio.open_nursery() as nursery:
+                    self.port = await nursery.start(gateway.serve)
+                    self._ready.set()
+        finally:
+            core.close()
+
+    def __enter__(self) -> _GatewayThread:
+        self._thread.start()
+        if not self._ready.wait(WAIT_S):
+            raise RuntimeError("the gateway did not start")
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        assert self._token is not None
+        assert self._scope is not None
+        trio.from_thread.run_sync(self._scope.cancel, trio_token=self._token)
+        self._thread.join(WAIT_S)
+
+
+def _driver(profile: str) -> Any:
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if shutil.which(p) is None]
+    if missing:
+        pytest.fail(
+            f"{', '.join(missing)} not installed: the console's browser test needs Debian's "
+            "chromium and chromium-driver (apt-get install -y chromium chromium-driver)"
+        )
+    webdriver = _selenium("selenium.webdriver")
+    service = _selenium("selenium.webdriver.chrome.service").Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=390,844",  # a phone
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    return webdriver.Chrome(options=options, service=service(executable_path=CHROMEDRIVER))
+
+
+def _selenium(module: str) -> Any:
+    # Imported by name so that the type checker passes where the dev extra
+    # is not installed yet; the test itself then fails and says why.
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        pytest.fail("selenium is not installed: pip install -e '.[dev]' (a dev dependency)")
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    with tempfile.TemporaryDirectory(prefix="gw-chrome-") as profile:
+        driver = _driver(profile)
+        try:
+            yield driver
+        finally:
+            driver.quit()
+
+
+def _wait(driver: Any, what: str, check: Callable[[Any], Any]) -> Any:
+    timeout: type[Exception] = _selenium("selenium.common.exceptions").TimeoutException
+    wait = _selenium("selenium.webdriver.support.ui").WebDriverWait
+    try:
+        return wait(driver, WAIT_S, poll_frequency=0.05).until(check)
+    except timeout:
+        raise AssertionError(f"timed out waiting for {what}") from None
+
+
+def _texts(driver: Any, selector: str) -> list[str]:
+    # Read in one script: the console re-renders lists, so element handles
+    # fetched one by one can go stale between calls.
+    script = "return [...document.querySelectorAll(arguments[0])].map((e) => e.textContent)"
+    return list(driver.execute_script(script, selector))
+
+
+def _click(driver: Any, selector: str) -> bool:
+    script = "const e = document.querySelector(arguments[0]); if (e) e.click(); return !!e"
+    return bool(driver.execute_script(script, selector))
+
+
+def test_console_end_to_end(fake_core: tuple[FakeCore, str], browser: Any) -> None:
+    by_id_ = "id"  # selenium's By.ID
+    enter: str = _selenium("selenium.webdriver.common.keys").Keys.ENTER
+
+    core, socket = fake_core
+    with _GatewayThread(socket) as gw:
+        d = browser
+        by_id: Callable[[str], Any] = lambda i: d.find_element(by_id_, i)  # noqa: E731
+        d.get(f"http://127.0.0.1:{gw.port}/")
+        _wait(d, "the connection", lambda _: by_id("conn").get_attribute("data-state") == "open")
+
+        by_id("text").send_keys("hello browser", enter)
+        _wait(
+            d,
+            "the streamed reply",
+            lambda _: "echo: hello browser" in _texts(d, "#messages li.assistant.final"),
+        )
+
+        d.refresh()
+        _wait(d, "reconnect", lambda _: by_id("conn").get_attribute("data-state") == "open")
+        _wait(
+            d,
+            "the history after a reload",
+            lambda _: _texts(d, "#messages li") == ["hello browser", "echo: hello browser"],
+        )
+
+        core.slow_delay = 0.05
+        by_id("text").send_keys("slow and long", enter)
+        _wait(
+            d,
+            "the long reply to start",
+            lambda _: any(t.startswith("w0") for t in _texts(d, "#messages li.assistant")),
+        )
+        _wait(d, "the stop button", lambda _: by_id("abort").is_enabled())
+        by_id("abort").click()
+        _wait(
+            d,
+            "the aborted reply",
+            lambda _: any("[aborted]" in t for t in _texts(d, "#messages li.assistant.error")),
+        )
+        assert not core.running
+
+        # Undo to the first reply: the slow turn's entries go.
+        keep = next(e.seq for e in core.entries if e.text == "echo: hello browser")
+        by_id("menu").click()  # phone-sized: the session pane is a menu
+        by_id("show-rollback").click()
+        _wait(
+            d,
+            "the ledger entries",
+            lambda _: _click(d, f'#entries li[data-seq="{keep}"] button.undo'),
+        )
+        _wait(d, "the dry-run preview", lambda _: by_id("preview").is_displayed())
+        assert "Undo 1 entries" in by_id("preview-summary").text
+        assert len(core.entries) == 3, "the preview changed nothing"
+        by_id("confirm-undo").click()
+        _wait(d, "the entries after undo", lambda _: len(_texts(d, "#entries li")) == 2)
+        assert [e.text for e in core.entries] == ["hello browser", "echo: hello browser"]
+        by_id("close-rollback").click()
+        assert _texts(d, "#messages li") == ["hello browser", "echo: hello browser"]
+
+
+def test_the_console_is_package_data() -> None:
+    from importlib import resources
+
+    static = resources.files("naga_gateway").joinpath("static")
+    names = {Path(str(p)).name for p in static.iterdir()}
+    assert {"index.html", "app.js", "app.css"} <= names
