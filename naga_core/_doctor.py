@@ -24,12 +24,11 @@ from naga.sdk.errors import SdkError
 from naga_core._home import Home
 from naga_core._store import blob_store, projection_path, verifier_for
 from naga_core.authz import load_token_key, token_key_path
+from naga_core.daemon._gateway import WEBCHAT_HOST, WEBCHAT_PORT
 from naga_core.errors import LedgerLocked, NagaError
 from naga_core.ledger import OsFileSystem, verify_ledger
 
 #: WebChat's address (SPEC section 1; the default of the gateway.port setting).
-WEBCHAT_HOST = "127.0.0.1"
-WEBCHAT_PORT = 18789
 #: What the core daemon keeps in ``$NAGA_HOME/run`` (SPEC section 1).
 RUN_DIR = "run"
 CORE_SOCKET = "core.sock"

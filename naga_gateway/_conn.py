@@ -258,7 +258,9 @@ class Session:
             return
         ticket = None
         if isinstance(params, p.SendParams):
-            inbound = Inbound(params.session, params.text, params.key, self.peer.id, params.mode)
+            inbound = Inbound(
+                params.session, params.text, params.key, self.peer.id, params.mode, self.peer.level
+            )
             try:
                 self._check_session(params.session)
                 ticket = self._lanes.enqueue(inbound)
@@ -306,7 +308,9 @@ class Session:
 
     async def _m_send(self, params: p.SendParams) -> dict[str, Any]:
         self._check_session(params.session)
-        inbound = Inbound(params.session, params.text, params.key, self.peer.id, params.mode)
+        inbound = Inbound(
+            params.session, params.text, params.key, self.peer.id, params.mode, self.peer.level
+        )
         return await self._acked(self._lanes.enqueue(inbound))
 
     async def _acked(self, ticket: Ticket) -> dict[str, Any]:

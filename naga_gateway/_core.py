@@ -137,7 +137,10 @@ class GrpcCore:
         return _TRUST.get(entry.level, TrustLevel.UNTRUSTED)
 
     async def rollback(self, to_seq: int, *, dry_run: bool) -> cpb.RollbackResponse:
-        req = cpb.RollbackRequest(to_seq=to_seq, dry_run=dry_run, by_owner=not dry_run)
+        # by_owner is the owner's CLI's to assert, never the gateway's: a
+        # rollback that would raise a privilege is refused (OwnerRequired)
+        # and the console says so (INV-6).
+        req = cpb.RollbackRequest(to_seq=to_seq, dry_run=dry_run)
         return await self._unary(_KERNEL + "Rollback", req, cpb.RollbackResponse)
 
     async def tool_risks(self) -> dict[str, int]:

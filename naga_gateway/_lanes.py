@@ -17,6 +17,8 @@ from typing import Literal, Protocol
 import attrs
 import trio
 
+from naga.trust import TrustLevel
+from naga.v1 import core_pb2 as cpb
 from naga.v1 import turn_pb2 as tpb
 from naga_gateway._core import CorePort
 from naga_gateway.errors import CoreCallFailed, GatewayError, LaneRefused
@@ -28,6 +30,14 @@ _RUN_ATTEMPTS = 5
 _RETRY_BASE_S = 0.1
 
 
+_PB_TRUST = {
+    TrustLevel.UNTRUSTED: cpb.TRUST_LEVEL_UNTRUSTED,
+    TrustLevel.GUEST: cpb.TRUST_LEVEL_GUEST,
+    TrustLevel.KNOWN: cpb.TRUST_LEVEL_KNOWN,
+    TrustLevel.OWNER: cpb.TRUST_LEVEL_OWNER,
+}
+
+
 @attrs.frozen
 class Inbound:
     session: str
@@ -35,6 +45,9 @@ class Inbound:
     key: str
     peer: str
     mode: Mode = "followup"
+    #: The peer's trust as the gateway derived it; the core caps it by the
+    #: gateway's token.
+    trust: TrustLevel = TrustLevel.UNTRUSTED
 
 
 @attrs.frozen
@@ -222,7 +235,12 @@ class Lanes:
         text = "\n\n".join(p.msg.text for p in batch)
         key = first.key if len(batch) == 1 else _merged_key([p.msg.key for p in batch])
         request = tpb.RunTurnRequest(
-            session=session, text=text, idempotency_key=key, peer=first.peer
+            session=session,
+            text=text,
+            idempotency_key=key,
+            peer=first.peer,
+            # A merged turn runs with the least trust among its senders.
+            trust=_PB_TRUST[min(p.msg.trust for p in batch)],
         )
         peers = frozenset(p.msg.peer for p in batch)
 

@@ -722,7 +722,9 @@ class ProcessStatus(_message.Message):
     restarts: _builtins.int
     """Times the supervisor rebuilt it (always 0 for the core)."""
     detail: _builtins.str
-    """Why it last ended or failed, when it did; empty otherwise."""
+    """Why it last ended or failed, when it did; empty otherwise. For the
+    gateway while it runs: the WebChat console's URL.
+    """
     def __init__(
         self,
         *,

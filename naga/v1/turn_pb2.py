@@ -22,55 +22,56 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from naga.v1 import core_pb2 as naga_dot_v1_dot_core__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12naga/v1/turn.proto\x12\x07naga.v1\"V\n\x0eRunTurnRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\x12\x0c\n\x04peer\x18\x04 \x01(\t\"\xa2\x02\n\tTurnEvent\x12\r\n\x05index\x18\x01 \x01(\r\x12)\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x0b\x32\x15.naga.v1.TurnAcceptedH\x00\x12#\n\x05\x64\x65lta\x18\x03 \x01(\x0b\x32\x12.naga.v1.TextDeltaH\x00\x12\x30\n\x0ctool_started\x18\x04 \x01(\x0b\x32\x18.naga.v1.ToolCallStartedH\x00\x12\x32\n\rtool_finished\x18\x05 \x01(\x0b\x32\x19.naga.v1.ToolCallFinishedH\x00\x12#\n\x05\x66inal\x18\x06 \x01(\x0b\x32\x12.naga.v1.TurnFinalH\x00\x12#\n\x05\x65rror\x18\x07 \x01(\x0b\x32\x12.naga.v1.TurnErrorH\x00\x42\x06\n\x04kind\"F\n\x0cTurnAccepted\x12\x13\n\x0bmessage_seq\x18\x01 \x01(\x04\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12\x10\n\x08replayed\x18\x03 \x01(\x08\"\x19\n\tTextDelta\x12\x0c\n\x04text\x18\x01 \x01(\t\"H\n\x0fToolCallStarted\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x03 \x01(\t\"S\n\x10ToolCallFinished\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\n\n\x02ok\x18\x02 \x01(\x08\x12\x13\n\x0bresult_json\x18\x03 \x01(\t\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"\x87\x01\n\tTurnFinal\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x13\n\x0bmodel_calls\x18\x02 \x01(\r\x12\x12\n\ntool_calls\x18\x03 \x01(\r\x12\x15\n\rprompt_tokens\x18\x04 \x01(\x04\x12\x19\n\x11\x63ompletion_tokens\x18\x05 \x01(\x04\x12\x11\n\treply_seq\x18\x06 \x01(\x04\"X\n\tTurnError\x12$\n\x04kind\x18\x01 \x01(\x0e\x32\x16.naga.v1.TurnErrorKind\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x14\n\x0cpartial_text\x18\x03 \x01(\t\"X\n\x10SteerTurnRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\x12\x0c\n\x04peer\x18\x04 \x01(\t\"(\n\x11SteerTurnResponse\x12\x13\n\x0bmessage_seq\x18\x01 \x01(\x04\"#\n\x10\x41\x62ortTurnRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\"$\n\x11\x41\x62ortTurnResponse\x12\x0f\n\x07turn_id\x18\x01 \x01(\t\"$\n\x13ListSessionsRequest\x12\r\n\x05limit\x18\x01 \x01(\r\"i\n\x0eSessionSummary\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\r\n\x05turns\x18\x02 \x01(\r\x12\x10\n\x08last_seq\x18\x03 \x01(\x04\x12\x14\n\x0clast_time_ns\x18\x04 \x01(\x03\x12\x0f\n\x07preview\x18\x05 \x01(\t\"A\n\x14ListSessionsResponse\x12)\n\x08sessions\x18\x01 \x03(\x0b\x32\x17.naga.v1.SessionSummary\"7\n\x15SessionHistoryRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\"}\n\x0cSessionEntry\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\"\n\x04role\x18\x02 \x01(\x0e\x32\x14.naga.v1.HistoryRole\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x0c\n\x04peer\x18\x04 \x01(\t\x12\x0f\n\x07time_ns\x18\x05 \x01(\x03\x12\x0f\n\x07turn_id\x18\x06 \x01(\t\"@\n\x16SessionHistoryResponse\x12&\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x15.naga.v1.SessionEntry*\xdb\x01\n\rTurnErrorKind\x12\x1f\n\x1bTURN_ERROR_KIND_UNSPECIFIED\x10\x00\x12\x19\n\x15TURN_ERROR_KIND_MODEL\x10\x01\x12\x1a\n\x16TURN_ERROR_KIND_BUDGET\x10\x02\x12\x19\n\x15TURN_ERROR_KIND_STEPS\x10\x03\x12\x1b\n\x17TURN_ERROR_KIND_ABORTED\x10\x04\x12\x1c\n\x18TURN_ERROR_KIND_EXECUTOR\x10\x05\x12\x1c\n\x18TURN_ERROR_KIND_INTERNAL\x10\x06*^\n\x0bHistoryRole\x12\x1c\n\x18HISTORY_ROLE_UNSPECIFIED\x10\x00\x12\x15\n\x11HISTORY_ROLE_USER\x10\x01\x12\x1a\n\x16HISTORY_ROLE_ASSISTANT\x10\x02\x32\xdc\x02\n\x0bTurnService\x12\x34\n\x03Run\x12\x17.naga.v1.RunTurnRequest\x1a\x12.naga.v1.TurnEvent0\x01\x12>\n\x05Steer\x12\x19.naga.v1.SteerTurnRequest\x1a\x1a.naga.v1.SteerTurnResponse\x12>\n\x05\x41\x62ort\x12\x19.naga.v1.AbortTurnRequest\x1a\x1a.naga.v1.AbortTurnResponse\x12K\n\x0cListSessions\x12\x1c.naga.v1.ListSessionsRequest\x1a\x1d.naga.v1.ListSessionsResponse\x12J\n\x07History\x12\x1e.naga.v1.SessionHistoryRequest\x1a\x1f.naga.v1.SessionHistoryResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12naga/v1/turn.proto\x12\x07naga.v1\x1a\x12naga/v1/core.proto\"z\n\x0eRunTurnRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\x12\x0c\n\x04peer\x18\x04 \x01(\t\x12\"\n\x05trust\x18\x05 \x01(\x0e\x32\x13.naga.v1.TrustLevel\"\xa2\x02\n\tTurnEvent\x12\r\n\x05index\x18\x01 \x01(\r\x12)\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x0b\x32\x15.naga.v1.TurnAcceptedH\x00\x12#\n\x05\x64\x65lta\x18\x03 \x01(\x0b\x32\x12.naga.v1.TextDeltaH\x00\x12\x30\n\x0ctool_started\x18\x04 \x01(\x0b\x32\x18.naga.v1.ToolCallStartedH\x00\x12\x32\n\rtool_finished\x18\x05 \x01(\x0b\x32\x19.naga.v1.ToolCallFinishedH\x00\x12#\n\x05\x66inal\x18\x06 \x01(\x0b\x32\x12.naga.v1.TurnFinalH\x00\x12#\n\x05\x65rror\x18\x07 \x01(\x0b\x32\x12.naga.v1.TurnErrorH\x00\x42\x06\n\x04kind\"F\n\x0cTurnAccepted\x12\x13\n\x0bmessage_seq\x18\x01 \x01(\x04\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12\x10\n\x08replayed\x18\x03 \x01(\x08\"\x19\n\tTextDelta\x12\x0c\n\x04text\x18\x01 \x01(\t\"H\n\x0fToolCallStarted\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x03 \x01(\t\"S\n\x10ToolCallFinished\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\n\n\x02ok\x18\x02 \x01(\x08\x12\x13\n\x0bresult_json\x18\x03 \x01(\t\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"\x87\x01\n\tTurnFinal\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x13\n\x0bmodel_calls\x18\x02 \x01(\r\x12\x12\n\ntool_calls\x18\x03 \x01(\r\x12\x15\n\rprompt_tokens\x18\x04 \x01(\x04\x12\x19\n\x11\x63ompletion_tokens\x18\x05 \x01(\x04\x12\x11\n\treply_seq\x18\x06 \x01(\x04\"X\n\tTurnError\x12$\n\x04kind\x18\x01 \x01(\x0e\x32\x16.naga.v1.TurnErrorKind\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x14\n\x0cpartial_text\x18\x03 \x01(\t\"X\n\x10SteerTurnRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\x12\x0c\n\x04peer\x18\x04 \x01(\t\"(\n\x11SteerTurnResponse\x12\x13\n\x0bmessage_seq\x18\x01 \x01(\x04\"#\n\x10\x41\x62ortTurnRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\"$\n\x11\x41\x62ortTurnResponse\x12\x0f\n\x07turn_id\x18\x01 \x01(\t\"$\n\x13ListSessionsRequest\x12\r\n\x05limit\x18\x01 \x01(\r\"i\n\x0eSessionSummary\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\r\n\x05turns\x18\x02 \x01(\r\x12\x10\n\x08last_seq\x18\x03 \x01(\x04\x12\x14\n\x0clast_time_ns\x18\x04 \x01(\x03\x12\x0f\n\x07preview\x18\x05 \x01(\t\"A\n\x14ListSessionsResponse\x12)\n\x08sessions\x18\x01 \x03(\x0b\x32\x17.naga.v1.SessionSummary\"7\n\x15SessionHistoryRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\"}\n\x0cSessionEntry\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\"\n\x04role\x18\x02 \x01(\x0e\x32\x14.naga.v1.HistoryRole\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x0c\n\x04peer\x18\x04 \x01(\t\x12\x0f\n\x07time_ns\x18\x05 \x01(\x03\x12\x0f\n\x07turn_id\x18\x06 \x01(\t\"@\n\x16SessionHistoryResponse\x12&\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x15.naga.v1.SessionEntry*\xdb\x01\n\rTurnErrorKind\x12\x1f\n\x1bTURN_ERROR_KIND_UNSPECIFIED\x10\x00\x12\x19\n\x15TURN_ERROR_KIND_MODEL\x10\x01\x12\x1a\n\x16TURN_ERROR_KIND_BUDGET\x10\x02\x12\x19\n\x15TURN_ERROR_KIND_STEPS\x10\x03\x12\x1b\n\x17TURN_ERROR_KIND_ABORTED\x10\x04\x12\x1c\n\x18TURN_ERROR_KIND_EXECUTOR\x10\x05\x12\x1c\n\x18TURN_ERROR_KIND_INTERNAL\x10\x06*^\n\x0bHistoryRole\x12\x1c\n\x18HISTORY_ROLE_UNSPECIFIED\x10\x00\x12\x15\n\x11HISTORY_ROLE_USER\x10\x01\x12\x1a\n\x16HISTORY_ROLE_ASSISTANT\x10\x02\x32\xdc\x02\n\x0bTurnService\x12\x34\n\x03Run\x12\x17.naga.v1.RunTurnRequest\x1a\x12.naga.v1.TurnEvent0\x01\x12>\n\x05Steer\x12\x19.naga.v1.SteerTurnRequest\x1a\x1a.naga.v1.SteerTurnResponse\x12>\n\x05\x41\x62ort\x12\x19.naga.v1.AbortTurnRequest\x1a\x1a.naga.v1.AbortTurnResponse\x12K\n\x0cListSessions\x12\x1c.naga.v1.ListSessionsRequest\x1a\x1d.naga.v1.ListSessionsResponse\x12J\n\x07History\x12\x1e.naga.v1.SessionHistoryRequest\x1a\x1f.naga.v1.SessionHistoryResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'naga.v1.turn_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TURNERRORKIND']._serialized_start=1568
-  _globals['_TURNERRORKIND']._serialized_end=1787
-  _globals['_HISTORYROLE']._serialized_start=1789
-  _globals['_HISTORYROLE']._serialized_end=1883
-  _globals['_RUNTURNREQUEST']._serialized_start=31
-  _globals['_RUNTURNREQUEST']._serialized_end=117
-  _globals['_TURNEVENT']._serialized_start=120
-  _globals['_TURNEVENT']._serialized_end=410
-  _globals['_TURNACCEPTED']._serialized_start=412
-  _globals['_TURNACCEPTED']._serialized_end=482
-  _globals['_TEXTDELTA']._serialized_start=484
-  _globals['_TEXTDELTA']._serialized_end=509
-  _globals['_TOOLCALLSTARTED']._serialized_start=511
-  _globals['_TOOLCALLSTARTED']._serialized_end=583
-  _globals['_TOOLCALLFINISHED']._serialized_start=585
-  _globals['_TOOLCALLFINISHED']._serialized_end=668
-  _globals['_TURNFINAL']._serialized_start=671
-  _globals['_TURNFINAL']._serialized_end=806
-  _globals['_TURNERROR']._serialized_start=808
-  _globals['_TURNERROR']._serialized_end=896
-  _globals['_STEERTURNREQUEST']._serialized_start=898
-  _globals['_STEERTURNREQUEST']._serialized_end=986
-  _globals['_STEERTURNRESPONSE']._serialized_start=988
-  _globals['_STEERTURNRESPONSE']._serialized_end=1028
-  _globals['_ABORTTURNREQUEST']._serialized_start=1030
-  _globals['_ABORTTURNREQUEST']._serialized_end=1065
-  _globals['_ABORTTURNRESPONSE']._serialized_start=1067
-  _globals['_ABORTTURNRESPONSE']._serialized_end=1103
-  _globals['_LISTSESSIONSREQUEST']._serialized_start=1105
-  _globals['_LISTSESSIONSREQUEST']._serialized_end=1141
-  _globals['_SESSIONSUMMARY']._serialized_start=1143
-  _globals['_SESSIONSUMMARY']._serialized_end=1248
-  _globals['_LISTSESSIONSRESPONSE']._serialized_start=1250
-  _globals['_LISTSESSIONSRESPONSE']._serialized_end=1315
-  _globals['_SESSIONHISTORYREQUEST']._serialized_start=1317
-  _globals['_SESSIONHISTORYREQUEST']._serialized_end=1372
-  _globals['_SESSIONENTRY']._serialized_start=1374
-  _globals['_SESSIONENTRY']._serialized_end=1499
-  _globals['_SESSIONHISTORYRESPONSE']._serialized_start=1501
-  _globals['_SESSIONHISTORYRESPONSE']._serialized_end=1565
-  _globals['_TURNSERVICE']._serialized_start=1886
-  _globals['_TURNSERVICE']._serialized_end=2234
+  _globals['_TURNERRORKIND']._serialized_start=1624
+  _globals['_TURNERRORKIND']._serialized_end=1843
+  _globals['_HISTORYROLE']._serialized_start=1845
+  _globals['_HISTORYROLE']._serialized_end=1939
+  _globals['_RUNTURNREQUEST']._serialized_start=51
+  _globals['_RUNTURNREQUEST']._serialized_end=173
+  _globals['_TURNEVENT']._serialized_start=176
+  _globals['_TURNEVENT']._serialized_end=466
+  _globals['_TURNACCEPTED']._serialized_start=468
+  _globals['_TURNACCEPTED']._serialized_end=538
+  _globals['_TEXTDELTA']._serialized_start=540
+  _globals['_TEXTDELTA']._serialized_end=565
+  _globals['_TOOLCALLSTARTED']._serialized_start=567
+  _globals['_TOOLCALLSTARTED']._serialized_end=639
+  _globals['_TOOLCALLFINISHED']._serialized_start=641
+  _globals['_TOOLCALLFINISHED']._serialized_end=724
+  _globals['_TURNFINAL']._serialized_start=727
+  _globals['_TURNFINAL']._serialized_end=862
+  _globals['_TURNERROR']._serialized_start=864
+  _globals['_TURNERROR']._serialized_end=952
+  _globals['_STEERTURNREQUEST']._serialized_start=954
+  _globals['_STEERTURNREQUEST']._serialized_end=1042
+  _globals['_STEERTURNRESPONSE']._serialized_start=1044
+  _globals['_STEERTURNRESPONSE']._serialized_end=1084
+  _globals['_ABORTTURNREQUEST']._serialized_start=1086
+  _globals['_ABORTTURNREQUEST']._serialized_end=1121
+  _globals['_ABORTTURNRESPONSE']._serialized_start=1123
+  _globals['_ABORTTURNRESPONSE']._serialized_end=1159
+  _globals['_LISTSESSIONSREQUEST']._serialized_start=1161
+  _globals['_LISTSESSIONSREQUEST']._serialized_end=1197
+  _globals['_SESSIONSUMMARY']._serialized_start=1199
+  _globals['_SESSIONSUMMARY']._serialized_end=1304
+  _globals['_LISTSESSIONSRESPONSE']._serialized_start=1306
+  _globals['_LISTSESSIONSRESPONSE']._serialized_end=1371
+  _globals['_SESSIONHISTORYREQUEST']._serialized_start=1373
+  _globals['_SESSIONHISTORYREQUEST']._serialized_end=1428
+  _globals['_SESSIONENTRY']._serialized_start=1430
+  _globals['_SESSIONENTRY']._serialized_end=1555
+  _globals['_SESSIONHISTORYRESPONSE']._serialized_start=1557
+  _globals['_SESSIONHISTORYRESPONSE']._serialized_end=1621
+  _globals['_TURNSERVICE']._serialized_start=1942
+  _globals['_TURNSERVICE']._serialized_end=2290
 # @@protoc_insertion_point(module_scope)

@@ -34,6 +34,7 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from naga.v1 import core_pb2 as _core_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -111,6 +112,7 @@ class RunTurnRequest(_message.Message):
     TEXT_FIELD_NUMBER: _builtins.int
     IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
     PEER_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
     session: _builtins.str
     """The session: [a-z0-9][a-z0-9_.:-]{0,127}; a new name starts a session."""
     text: _builtins.str
@@ -123,6 +125,11 @@ class RunTurnRequest(_message.Message):
     """Who sent it: `<channel>:<id>` (e.g. `webchat:owner`, `wechat:wxid_x`);
     its trust level (the trust table) decides the turn's budget and tools.
     """
+    trust: _core_pb2.TrustLevel.ValueType
+    """The peer's trust as the gateway derived it (channel defaults: a
+    loopback WebChat connection is the owner). The core uses it capped by
+    the caller's token (never above it); unset: the trust table's level.
+    """
     def __init__(
         self,
         *,
@@ -130,10 +137,11 @@ class RunTurnRequest(_message.Message):
         text: _builtins.str = ...,
         idempotency_key: _builtins.str = ...,
         peer: _builtins.str = ...,
+        trust: _core_pb2.TrustLevel.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["idempotency_key", b"idempotency_key", "peer", b"peer", "session", b"session", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["idempotency_key", b"idempotency_key", "peer", b"peer", "session", b"session", "text", b"text", "trust", b"trust"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

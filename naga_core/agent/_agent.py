@@ -27,6 +27,7 @@ from google.protobuf.message import DecodeError, Message
 from naga.tokens import Risk
 from naga.trust import TrustLevel
 from naga.v1 import agent_pb2 as apb
+from naga.v1 import core_pb2 as cpb
 from naga.v1 import model_pb2 as mpb
 from naga.v1 import turn_pb2 as tpb
 from naga_core._home import Home
@@ -63,6 +64,14 @@ def _decode(cls: type[M], result_json: str, field: str) -> M:
         return cls.FromString(base64.b64decode(json.loads(result_json)[field], validate=True))
     except (ValueError, KeyError, TypeError, DecodeError) as exc:
         raise AgentError(f"an undecodable {cls.__name__} from a worker: {exc}") from None
+
+
+_FROM_PB_TRUST = {
+    cpb.TRUST_LEVEL_UNTRUSTED: TrustLevel.UNTRUSTED,
+    cpb.TRUST_LEVEL_GUEST: TrustLevel.GUEST,
+    cpb.TRUST_LEVEL_KNOWN: TrustLevel.KNOWN,
+    cpb.TRUST_LEVEL_OWNER: TrustLevel.OWNER,
+}
 
 
 class Caller(Protocol):
@@ -141,7 +150,7 @@ class Agent:
             )
         if self._nursery is None:
             raise AgentUnavailable("the agent is not running yet")
-        trust = self._trust(caller, req.peer)
+        trust = self._trust(caller, req.peer, req.trust)
         running = Running(
             turn_id="t-" + secrets.token_hex(8),
             session=req.session,
@@ -155,10 +164,21 @@ class Agent:
         self._nursery.start_soon(self._run, running, req.text)
         return TurnCursor(running)
 
-    def _trust(self, caller: Caller, peer: str) -> TrustLevel:
+    def _trust(
+        self,
+        caller: Caller,
+        peer: str,
+        claimed: cpb.TrustLevel.ValueType = cpb.TRUST_LEVEL_UNSPECIFIED,
+    ) -> TrustLevel:
+        """The turn's trust: the owner's CLI is the owner; otherwise the
+        gateway's derivation (``claimed``, e.g. loopback WebChat = owner) or
+        else the trust table's level for the peer, never above the caller's
+        token (INV-3: trust only falls)."""
         if caller.owner and not peer:
             return TrustLevel.OWNER
         level = TrustTable(self.core.kernel).level(peer) if peer else TrustLevel.UNTRUSTED
+        if claimed:
+            level = _FROM_PB_TRUST.get(claimed, TrustLevel.UNTRUSTED)
         if caller.owner:
             return level
         grant = caller.grant

@@ -25,7 +25,15 @@ from naga.v1 import core_pb2 as cpb
 from naga_core._home import Home
 from naga_core._sdnotify import take_notify_environ
 from naga_core.cli._output import Outcome
-from naga_core.daemon import CoreConfig, CoreExit, CoreInfo, RunDir, running_pid, serve_core
+from naga_core.daemon import (
+    CoreConfig,
+    CoreExit,
+    CoreInfo,
+    GatewayOptions,
+    RunDir,
+    running_pid,
+    serve_core,
+)
 from naga_core.errors import NagaError
 
 #: How long ``start`` waits for a detached core to serve, and ``stop`` for it to exit.
@@ -42,9 +50,16 @@ class DaemonStartFailed(NagaError):
     """A detached core did not come up; the message carries its log's tail."""
 
 
+def _gateway_options(args: argparse.Namespace) -> GatewayOptions:
+    no_gateway: bool = args.no_gateway
+    port: int = args.gateway_port
+    return GatewayOptions(enabled=not no_gateway, port=port)
+
+
 def start(args: argparse.Namespace, home: Home) -> Outcome:
+    gateway = _gateway_options(args)
     if args.foreground:
-        return _foreground(home, args.ready_fd)
+        return _foreground(home, args.ready_fd, gateway)
     pid = running_pid(home)
     if pid is not None:
         rd = RunDir(home)
@@ -53,10 +68,10 @@ def start(args: argparse.Namespace, home: Home) -> Outcome:
             {"running": True, "pid": pid, "socket": rd.socket_path, "started": False},
             [f"naga-core is already running (pid {pid}) on {rd.socket_path}"],
         )
-    return _detached(home)
+    return _detached(home, gateway)
 
 
-def _foreground(home: Home, ready_fd: int | None) -> Outcome:
+def _foreground(home: Home, ready_fd: int | None, gateway: GatewayOptions) -> Outcome:
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
     )
@@ -64,7 +79,11 @@ def _foreground(home: Home, ready_fd: int | None) -> Outcome:
     # the core's children will inherit.
     notify = take_notify_environ(os.environ)
     config = CoreConfig(
-        home, handle_signals=True, notifier=notify.notifier, watchdog_ns=notify.watchdog_ns
+        home,
+        handle_signals=True,
+        notifier=notify.notifier,
+        watchdog_ns=notify.watchdog_ns,
+        gateway=gateway,
     )
     ended: list[CoreExit] = []
 
@@ -74,7 +93,7 @@ def _foreground(home: Home, ready_fd: int | None) -> Outcome:
     async def main() -> None:
         async with trio.open_nursery() as nursery:
             info: CoreInfo = await nursery.start(run)
-            for line in _serving_lines(info):
+            for line in _serving_lines(info, gateway):
                 sys.stdout.write(line + "\n")
             sys.stdout.flush()
             if ready_fd is not None:
@@ -100,17 +119,26 @@ def _sole(exc: BaseException) -> BaseException:
     return _sole(group.exceptions[0]) if len(group.exceptions) == 1 else group
 
 
-def _serving_lines(info: CoreInfo) -> list[str]:
-    return [
+def _serving_lines(info: CoreInfo, gateway: GatewayOptions) -> list[str]:
+    lines = [
         f"naga-core serving on unix:{info.socket} (pid {info.pid})",
         f"home: {info.home}",
-        "There is no WebChat console yet; drive Naga from another terminal with",
-        "  naga daemon status | naga history | naga config list | naga trust show",
+    ]
+    if info.webchat_url:
+        lines.append(f"WebChat console: {info.webchat_url}")
+    elif gateway.enabled:
+        lines.append(
+            f"the gateway did not come up on port {gateway.port} "
+            "(see `naga daemon status` and run/gateway.log); the core serves without it"
+        )
+    lines += [
+        'Talk to the agent: naga chat "hello"   Inspect: naga daemon status | naga history',
         "Stop with Ctrl-C here or `naga daemon stop`.",
     ]
+    return lines
 
 
-def _detached(home: Home) -> Outcome:
+def _detached(home: Home, gateway: GatewayOptions) -> Outcome:
     rd = RunDir(home)
     rd.prepare()
     read_end, write_end = os.pipe()
@@ -130,6 +158,9 @@ def _detached(home: Home) -> Outcome:
                     home.root,
                     "--ready-fd",
                     str(write_end),
+                    "--gateway-port",
+                    str(gateway.port),
+                    *(["--no-gateway"] if not gateway.enabled else []),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -164,12 +195,36 @@ def _detached(home: Home) -> Outcome:
             f"naga-core (pid {proc.pid}) said it was serving but does not answer: {exc}; "
             f"the end of {rd.log_path}:\n" + _tail(rd.log_path)
         ) from None
-    data = {"running": True, "pid": proc.pid, "socket": rd.socket_path, "started": True}
+    url = _webchat_url(home) if gateway.enabled else ""
+    data = {
+        "running": True,
+        "pid": proc.pid,
+        "socket": rd.socket_path,
+        "started": True,
+        "webchat_url": url or None,
+    }
     lines = [
         f"naga-core started (pid {proc.pid}) on unix:{rd.socket_path}",
         f"log: {rd.log_path}",
     ]
+    if url:
+        lines.append(f"WebChat console: {url}")
+    elif gateway.enabled:
+        lines.append("the gateway did not come up (see `naga daemon status`)")
     return Outcome(0, data, lines)
+
+
+def _webchat_url(home: Home) -> str:
+    """The console's address if the core's gateway runs (its status row)."""
+    try:
+        with Client.connect(home.root) as client:
+            rows = client.status().processes
+    except SdkError:
+        return ""
+    for row in rows:
+        if row.role == "gateway" and row.state == cpb.PROCESS_STATE_RUNNING:
+            return row.detail or ""
+    return ""
 
 
 def _tail(path: str) -> str:
@@ -255,7 +310,10 @@ def status(_args: argparse.Namespace, home: Home) -> Outcome:
             f"{p['started'] or '-'}"
         )
         if p["detail"]:
-            lines.append(f"  last failure: {p['detail']}")
+            label = (
+                "console" if p["role"] == "gateway" and p["state"] == "running" else "last failure"
+            )
+            lines.append(f"  {label}: {p['detail']}")
     lines += [f"socket: {st.socket}", f"ledger: {st.ledger_size} records"]
     data = {
         "running": True,

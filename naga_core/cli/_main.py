@@ -27,6 +27,7 @@ from naga_core.cli import (
     _run_cmd,
 )
 from naga_core.cli._output import Outcome
+from naga_core.daemon import WEBCHAT_HOST, WEBCHAT_PORT
 from naga_core.errors import NagaError
 
 Handler = Callable[[argparse.Namespace, Home], Outcome]
@@ -77,6 +78,18 @@ def _add_daemon(sub: Subparsers) -> None:
     start = _command(dsub, "start", _daemon_cmds.start, "start naga-core (detached by default)")
     start.add_argument(
         "--foreground", action="store_true", help="serve in this process until stopped"
+    )
+    start.add_argument(
+        "--no-gateway",
+        action="store_true",
+        help="serve the core alone, without the WebChat gateway",
+    )
+    start.add_argument(
+        "--gateway-port",
+        type=_port,
+        default=WEBCHAT_PORT,
+        metavar="PORT",
+        help=f"the WebChat console's port on {WEBCHAT_HOST} (default {WEBCHAT_PORT})",
     )
     # Internal: the detached start's readiness pipe (see _daemon_cmds).
     start.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
@@ -190,6 +203,13 @@ def _whole(text: str) -> int:
         return int(text, 10)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def _port(text: str) -> int:
+    value = _whole(text)
+    if not 1024 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port in 1024..65535")
+    return value
 
 
 def _nonnegative(text: str) -> int:

@@ -29,6 +29,7 @@ from naga_core.daemon._errors import (
     RequestRefused,
     RunDirError,
 )
+from naga_core.daemon._gateway import WEBCHAT_HOST, WEBCHAT_PORT, GatewayOptions
 from naga_core.daemon._policy import POLICY, VISIBLE_KINDS, Rule, rule_for
 from naga_core.daemon._rundir import RunDir, running_pid
 from naga_core.daemon._serve import CoreConfig, CoreExit, serve_core
@@ -38,6 +39,8 @@ __all__ = [
     "POLICY",
     "REJECTION_STATUS",
     "VISIBLE_KINDS",
+    "WEBCHAT_HOST",
+    "WEBCHAT_PORT",
     "Admission",
     "Authorizer",
     "Bridge",
@@ -52,6 +55,7 @@ __all__ = [
     "CredentialRefused",
     "Cursor",
     "DaemonError",
+    "GatewayOptions",
     "Method",
     "OwnerCall",
     "OwnerCredential",

@@ -33,6 +33,8 @@ class CoreInfo:
     socket: str
     pid: int
     started_ns: int
+    #: The WebChat console, when the core's gateway came up ("" otherwise).
+    webchat_url: str = ""
 
 
 class Core:
@@ -53,11 +55,12 @@ class Core:
         self._appended = trio.Event()
         # The core's token authority, once the composition root built it.
         self.authority: TokenAuthority | None = None
+        self.webchat_url = ""
         self._rollback_hooks: list[Callable[[], None]] = []
 
     @property
     def info(self) -> CoreInfo:
-        return CoreInfo(self.home.root, self.socket, self.pid, self.started_ns)
+        return CoreInfo(self.home.root, self.socket, self.pid, self.started_ns, self.webchat_url)
 
     def write(self, fn: Callable[[], T]) -> T:
         """Run a kernel write, staged: the bridge calls :meth:`settle` on

@@ -164,10 +164,14 @@ def own_session(token: Token) -> str | None:
 
 
 def _text(request: Message, field: str | None) -> str | None:
-    if field is None or not request.HasField(field):
+    """The field's value; None when unset (an ``optional`` field not set, or
+    a plain proto3 string left empty: a session is never the empty string)."""
+    if field is None:
+        return None
+    if request.DESCRIPTOR.fields_by_name[field].has_presence and not request.HasField(field):
         return None
     value: str = getattr(request, field)
-    return value
+    return value or None
 
 
 def _amount(request: Message, field: str | None) -> int:

@@ -80,7 +80,10 @@ POLICY: Mapping[str, Rule] = {
     # every write and rollback is the owner's (INV-6: privileges are raised
     # and history rewritten only by the owner).
     _KERNEL + "History": _read(GATEWAY),
-    _KERNEL + "Rollback": _owner_only(Risk.R4),
+    # The owner's console reaches Rollback through the gateway ("undo to
+    # here"); only the owner's own credential may assert by_owner, so a
+    # rollback that would raise a privilege is refused there (INV-6).
+    _KERNEL + "Rollback": Rule(owner=True, roles=frozenset({GATEWAY}), risk=Risk.R4),
     _KERNEL + "GetSetting": _read(*_ANY),
     _KERNEL + "SetSetting": _owner_only(Risk.R3),
     _KERNEL + "ListSettings": _read(GATEWAY),

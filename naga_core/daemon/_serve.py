@@ -29,7 +29,7 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import trio
@@ -58,11 +58,13 @@ from naga_core.daemon._bridge import Bridge
 from naga_core.daemon._core import Core, CoreInfo
 from naga_core.daemon._credentials import CoreAuthorizer
 from naga_core.daemon._errors import DaemonError
+from naga_core.daemon._gateway import GatewayOptions, GatewayProcess
 from naga_core.daemon._policy import POLICY
 from naga_core.daemon._rundir import RunDir
+from naga_core.errors import NagaError
 from naga_core.kernel import RATCHETS, Actions, Kernel
 from naga_core.ledger import Ledger, Projection
-from naga_core.plugins import PluginHost, PluginsConfig
+from naga_core.plugins import PluginHost, PluginsConfig, journaled
 
 log = logging.getLogger("naga.core")
 
@@ -84,6 +86,7 @@ class CoreConfig:
     watchdog_ns: int | None = None
     plugins: PluginsConfig = field(default_factory=PluginsConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
+    gateway: GatewayOptions = field(default_factory=GatewayOptions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +137,8 @@ def _bridge(
     config: CoreConfig,
     plugins: PluginHost,
     agent: Agent,
+    *,
+    gateway: GatewayProcess | None,
 ) -> Bridge:
     bridge = Bridge(
         authorizer=authorizer,
@@ -151,6 +156,7 @@ def _bridge(
         lambda: [
             *_plugin_service.process_rows(plugins),
             *_plugin_service.agent_rows(agent.workers),
+            *([gateway.row()] if gateway is not None else []),
         ],
     )
     bridge.add(_supervisor_service.SERVICE, supervisor.methods())
@@ -176,7 +182,17 @@ async def _serve(
 ) -> None:
     workers = AgentWorkers(config.home, config.agent, config.plugins.tuning)
     agent = Agent(core, plugins, workers, config.agent)
-    bridge = _bridge(core, authorizer, config, plugins, agent)
+    gateway = (
+        GatewayProcess(
+            home=config.home.root,
+            socket=rundir.socket_path,
+            authority=lambda: core.authority,
+            options=config.gateway,
+        )
+        if config.gateway.enabled
+        else None
+    )
+    bridge = _bridge(core, authorizer, config, plugins, agent, gateway=gateway)
     notifier = config.notifier
     async with trio.open_nursery() as nursery:
         if config.handle_signals:
@@ -193,6 +209,11 @@ async def _serve(
         async with bridge.serving(rundir.address, grace=config.grace_s):
             rundir.secure_socket()
             log.info("naga-core serving on %s (pid %d)", rundir.address, core.pid)
+            if gateway is not None:
+                # It talks to the core: only once the socket answers. The core
+                # serves whether or not its gateway came up.
+                await nursery.start(gateway.serve, _journal_note(core))
+                core.webchat_url = gateway.url
             task_status.started(core.info)
             if notifier is not None:
                 # After start(): the socket is bound and answering.
@@ -206,6 +227,16 @@ async def _serve(
                 except NotifyFailed as exc:  # stopping cleanly matters more
                     log.warning("%s", exc)
         nursery.cancel_scope.cancel()
+
+
+def _journal_note(core: Core) -> Callable[[str], Awaitable[object]]:
+    async def note(text: str) -> None:
+        try:
+            await journaled(core, lambda: core.kernel.perform([], None, description=text))
+        except NagaError:
+            log.exception("cannot journal %r", text)
+
+    return note
 
 
 async def _stop_on_signals(core: Core, *, task_status: trio.TaskStatus[None]) -> None:

@@ -130,8 +130,10 @@ class CoreProcess:
         return self.log.read_text(errors="replace")
 
 
-def start_core_process(home: str, log: Path) -> CoreProcess:
-    """Start a core and return once it serves (its readiness pipe said so)."""
+def start_core_process(home: str, log: Path, *, gateway_port: int | None = None) -> CoreProcess:
+    """Start a core and return once it serves (its readiness pipe said so);
+    with its gateway on ``gateway_port``, else without one (the default port
+    belongs to the machine, not to the tests)."""
     read_end, write_end = os.pipe()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with open(log, "ab") as out:
@@ -147,6 +149,11 @@ def start_core_process(home: str, log: Path) -> CoreProcess:
                 home,
                 "--ready-fd",
                 str(write_end),
+                *(
+                    ["--gateway-port", str(gateway_port)]
+                    if gateway_port is not None
+                    else ["--no-gateway"]
+                ),
             ],
             stdin=subprocess.DEVNULL,
             stdout=out,

@@ -65,7 +65,7 @@ def test_daemon_status_and_stop_without_a_core(cli: Cli) -> None:
 def test_a_detached_start_that_fails_shows_the_log_tail(cli: Cli) -> None:
     # An offline command holds the ledger: the core cannot open it and exits.
     with open_ledger(Home(cli.home), create=True):
-        code, out, err = cli("daemon", "start")
+        code, out, err = cli("daemon", "start", "--no-gateway")
     assert code == 1
     assert out == ""
     assert "naga-core exited before serving (exit status 1)" in err
@@ -78,7 +78,7 @@ def test_a_detached_start_that_fails_shows_the_log_tail(cli: Cli) -> None:
 
 
 def test_the_owner_drives_a_detached_core(cli: Cli) -> None:
-    code, out, err = cli("daemon", "start")
+    code, out, err = cli("daemon", "start", "--no-gateway")
     assert code == 0, err
     assert "naga-core started (pid " in out
     try:
@@ -107,7 +107,7 @@ def _drive(cli: Cli) -> None:
     assert proc["state"] == "running"
     pid = proc["pid"]
     assert pid > 0
-    code, out, _ = cli("daemon", "start")
+    code, out, _ = cli("daemon", "start", "--no-gateway")
     assert (code, out) == (0, f"naga-core is already running (pid {pid}) on {st['socket']}\n")
 
     code, out, _ = cli("config", "set", "agent.max_steps", "40")

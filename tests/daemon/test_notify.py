@@ -21,7 +21,15 @@ from naga_core._sdnotify import Notifier
 from tests.daemon.conftest import REPO, core_in_thread
 
 WATCHDOG_USEC = 200_000  # pings every 0.1 s
-CORE_ARGV = (sys.executable, "-m", "naga_core.cli", "daemon", "start", "--foreground")
+CORE_ARGV = (
+    sys.executable,
+    "-m",
+    "naga_core.cli",
+    "daemon",
+    "start",
+    "--foreground",
+    "--no-gateway",
+)
 
 
 @pytest.fixture
