@@ -80,3 +80,68 @@ def test_a_webchat_message_is_answered_by_the_real_core(
     # The gateway went with the core.
     with pytest.raises(ProcessLookupError):
         os.kill(gw.pid, 0)
+
+
+def test_a_gateway_killed_mid_turn_is_restarted_and_nothing_is_lost_or_run_twice(
+    home: str, tmp_path: Path, model_server: ServerThread
+) -> None:
+    """SIGKILL the gateway right after it acknowledged a message: the core's
+    supervisor starts it again (and journals why); the client reconnects and
+    resends with the same idempotency key; the core answers the recorded
+    message once."""
+    write_providers(home, model_server.server.openai_url)
+    model_server.script(Reply.answer("slow but sure", usage=(8, 3)))
+    port = _free_port()
+    core = start_core_process(home, tmp_path / "core.log", gateway_port=port)
+    try:
+        with Client.connect(home) as c:
+            first = {p.role: p for p in c.status().processes}["gateway"].pid
+
+        async def send_then_lose_the_gateway() -> int:
+            c = await WsClient.open(port)
+            await c.connect()
+            resp = await c.request("send", session="web-2", text="one", key="k-once")
+            assert resp["ok"], resp
+            os.kill(first, signal.SIGKILL)  # acknowledged; the turn runs in the core
+            await c.aclose()
+            seq: int = resp["result"]["message_seq"]
+            return seq
+
+        seq = trio.run(send_then_lose_the_gateway)
+
+        async def again() -> None:
+            with trio.fail_after(60):
+                while True:  # the supervisor restarts it (backoff 0.25 s first)
+                    try:
+                        c = await WsClient.open(port)
+                        break
+                    except OSError:
+                        await trio.sleep(0.05)
+            await c.connect()
+            resp = await c.request("send", session="web-2", text="one", key="k-once")
+            assert resp["ok"], resp
+            assert resp["result"]["message_seq"] == seq  # the same recorded message
+            hist = await c.request("history", session="web-2")
+            while len(hist["result"]["entries"]) < 2:  # the turn finishes in the core
+                await trio.sleep(0.1)
+                hist = await c.request("history", session="web-2")
+            texts = [(e["role"], e["text"]) for e in hist["result"]["entries"]]
+            assert texts == [("user", "one"), ("assistant", "slow but sure")]
+            await c.aclose()
+
+        try:
+            trio.run(again)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n--- core log ---\n{core.output()[-4000:]}") from None
+        with Client.connect(home) as c:
+            gw = {p.role: p for p in c.status().processes}["gateway"]
+            described = " ".join(e.description for e in c.history(50).entries)
+        assert gw.pid != first
+        assert gw.restarts == 1
+        assert "gateway: the gateway ended" in described
+        asked = model_server.run(lambda: list(model_server.server.requests))
+        runs = [r for r in asked if b'"one"' in r.body]
+        assert len(runs) == 1, "the turn ran twice"
+    finally:
+        os.kill(core.pid, signal.SIGTERM)
+        assert core.proc.wait(60) == 0, core.output()
