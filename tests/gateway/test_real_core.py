@@ -7,6 +7,7 @@ streams back and the session's history holds both."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -17,10 +18,11 @@ import trio
 
 from naga.sdk import Client
 from naga.v1 import core_pb2 as cpb
+from naga_core.cli import main as cli_main
 from tests.agent.conftest import ServerThread, model_server, write_providers
 from tests.daemon.conftest import start_core_process
 from tests.fakes.model_server import Reply
-from tests.gateway._client import WsClient
+from tests.gateway._client import Closed, WsClient
 
 __all__ = ["model_server"]  # the fixture, used by name below
 
@@ -40,7 +42,7 @@ def home(tmp_path: Path) -> str:
 
 
 def test_a_webchat_message_is_answered_by_the_real_core(
-    home: str, tmp_path: Path, model_server: ServerThread
+    home: str, tmp_path: Path, model_server: ServerThread, capsys: pytest.CaptureFixture[str]
 ) -> None:
     write_providers(home, model_server.server.openai_url)
     model_server.script(Reply.answer("hello from the model", usage=(12, 4)))
@@ -74,6 +76,12 @@ def test_a_webchat_message_is_answered_by_the_real_core(
             trio.run(chat)
         except AssertionError as exc:  # the core's side of it is in its log
             raise AssertionError(f"{exc}\n--- core log ---\n{core.output()[-4000:]}") from None
+        # naga chat goes through the gateway too, as the loopback owner.
+        model_server.script(Reply.answer("via the gateway", usage=(6, 3)))
+        capsys.readouterr()
+        assert cli_main(["chat", "--home", home, "--json", "--session", "web-1", "again"]) == 0
+        said = json.loads(capsys.readouterr().out)
+        assert (said["ok"], said["via"], said["text"]) == (True, "gateway", "via the gateway")
     finally:
         os.kill(core.pid, signal.SIGTERM)
         assert core.proc.wait(60) == 0, core.output()
@@ -115,8 +123,8 @@ def test_a_gateway_killed_mid_turn_is_restarted_and_nothing_is_lost_or_run_twice
                     try:
                         c = await WsClient.open(port)
                         break
-                    except OSError:
-                        await trio.sleep(0.05)
+                    except (OSError, trio.BrokenResourceError, Closed):
+                        await trio.sleep(0.05)  # not back yet (or going down)
             await c.connect()
             resp = await c.request("send", session="web-2", text="one", key="k-once")
             assert resp["ok"], resp
