@@ -221,6 +221,7 @@
   };
   $("cancel-undo").onclick = () => { undoTarget = null; $("preview").hidden = true; };
   $("show-rollback").onclick = async () => {
+    $("sessions-pane").classList.remove("open");  // on a phone it covers the view
     $("rollback").hidden = false;
     $("chat").hidden = true;
     renderEntries(await showHistory());
