@@ -22,7 +22,10 @@ import pytest
 import trio
 
 from naga_gateway import Gateway, GatewayConfig, GrpcCore
+from tests.agent.conftest import ServerThread, model_server
 from tests.fakes.turn_core import FakeCore
+
+__all__ = ["model_server"]  # a fixture, used by name
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -202,3 +205,63 @@ def test_the_console_is_package_data() -> None:
     static = resources.files("naga_gateway").joinpath("static")
     names = {Path(str(p)).name for p in static.iterdir()}
     assert {"index.html", "app.js", "app.css"} <= names
+
+
+def test_the_console_on_a_real_core_answers(
+    browser: Any, tmp_path: Path, model_server: ServerThread
+) -> None:
+    """Nothing faked but the model: `naga daemon start` with its gateway; the
+    console sends a message that a sandboxed executor answers through the
+    provider plugin, and shows it again after a reload; the core's session
+    history holds the same."""
+    import socket as socketlib
+
+    from naga.sdk import Client
+    from tests.agent.conftest import write_providers
+    from tests.daemon.conftest import start_core_process
+    from tests.fakes.model_server import Reply
+
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    write_providers(str(home), model_server.server.openai_url)
+    model_server.script(Reply.answer("a real answer", usage=(9, 3)))
+    with socketlib.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    core = start_core_process(str(home), tmp_path / "core.log", gateway_port=port)
+    enter: str = _selenium("selenium.webdriver.common.keys").Keys.ENTER
+    d = browser
+    try:
+        d.get(f"http://127.0.0.1:{port}/")
+        _wait(d, "the connection", lambda _: _attr(d, "conn", "data-state") == "open")
+        d.find_element("id", "text").send_keys("hello real core", enter)
+        _wait(
+            d,
+            "the reply",
+            lambda _: "a real answer" in _texts(d, "#messages li.assistant.final"),
+        )
+        d.refresh()
+        _wait(
+            d,
+            "the history after a reload",
+            lambda _: _texts(d, "#messages li") == ["hello real core", "a real answer"],
+        )
+        with Client.connect(str(home)) as c:
+            (session,) = [s.session for s in c.sessions()]
+            assert [e.text for e in c.session_history(session)] == [
+                "hello real core",
+                "a real answer",
+            ]
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n--- core log ---\n{core.output()[-3000:]}") from None
+    finally:
+        import os
+        import signal
+
+        os.kill(core.pid, signal.SIGTERM)
+        assert core.proc.wait(60) == 0, core.output()
+
+
+def _attr(d: Any, element_id: str, name: str) -> str | None:
+    value: str | None = d.find_element("id", element_id).get_attribute(name)
+    return value
