@@ -7,6 +7,7 @@ codec over a plain socket (client frames masked, RFC 6455 section 5.1).
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import socket
@@ -68,12 +69,10 @@ class ConsoleClient:
         return client
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self._sock.sendall(
                 ws.encode_frame(ws.OP_CLOSE, (1000).to_bytes(2, "big"), mask=os.urandom(4))
             )
-        except OSError:
-            pass
         self._sock.close()
 
     def __enter__(self) -> ConsoleClient:
