@@ -49,6 +49,7 @@ typecheck: $(STAMP)
 	$(BIN)/pyright
 
 pytest: $(LOCAL_STAMP)
+	scripts/ensure_browser.sh
 	$(BIN)/pytest
 
 proto: $(STAMP)
