@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 
-from naga_core.ledger import CheckpointSigner, Entry, Ledger
+from naga_core._home import Home
+from naga_core._store import blob_store, projection_path, verifier_for
+from naga_core.ledger import CheckpointSigner, Entry, Ledger, OsFileSystem, verify_ledger
 
 SMALL_SEGMENT = 4096
 
@@ -32,3 +34,19 @@ def make_ledger(directory: str, count: int, *, segment: int = SMALL_SEGMENT) -> 
 def segment_files(directory: str, suffix: str = ".log") -> list[str]:
     seg = os.path.join(directory, "segments")
     return [os.path.join(seg, n) for n in sorted(os.listdir(seg)) if n.endswith(suffix)]
+
+
+def verify_home(home: str) -> int:
+    """The ledger of a stopped core's home verifies, with its blobs and the
+    projection the core caught up at stop; how many records it holds."""
+    h = Home(home)
+    report = verify_ledger(
+        OsFileSystem(),
+        h.ledger_dir,
+        verifier_for(h),
+        blobs=blob_store(h),
+        projection_path=projection_path(h),
+    )
+    assert report.ok, report.problems
+    records: int = report.records
+    return records

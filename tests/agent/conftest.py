@@ -24,7 +24,8 @@ from naga_core.agent import AgentConfig
 from naga_core.plugins import PluginsConfig
 from tests.daemon.conftest import InProcessCore, core_in_thread
 from tests.fakes.model_server import FakeModelServer, Reply
-from tests.plugin_host.conftest import FAST, READY_S, verify_home
+from tests.ledger_helpers import verify_home
+from tests.plugin_host.conftest import FAST, READY_S
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
 

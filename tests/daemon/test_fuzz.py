@@ -25,10 +25,8 @@ from naga.v1 import core_pb2 as cpb
 from naga.v1 import kernel_pb2 as kpb
 from naga.v1 import ledger_pb2 as lpb
 from naga.v1 import plugin_service_pb2 as spb
-from naga_core._home import Home
-from naga_core._store import blob_store, projection_path, verifier_for
-from naga_core.ledger import OsFileSystem, verify_ledger
 from tests.daemon.conftest import InProcessCore, core_in_thread
+from tests.ledger_helpers import verify_home
 
 UNARY = [
     "/naga.v1.KernelService/History",
@@ -124,16 +122,7 @@ def _assert_clean(code: grpc.StatusCode) -> None:
 
 def _verify_stopped(home: str) -> None:
     """The ledger (and the projection the core caught up at stop) verify."""
-    h = Home(home)
-    report = verify_ledger(
-        OsFileSystem(),
-        h.ledger_dir,
-        verifier_for(h),
-        blobs=blob_store(h),
-        projection_path=projection_path(h),
-    )
-    assert report.ok, report.problems
-    assert report.records > 0  # the fuzz did write (valid SetSettings, rollbacks)
+    assert verify_home(home) > 0  # the fuzz did write (valid SetSettings, rollbacks)
 
 
 @pytest.mark.parametrize("method", UNARY)

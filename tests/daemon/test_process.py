@@ -14,10 +14,10 @@ from pathlib import Path
 from naga.sdk import Client, errors
 from naga.v1 import kernel_pb2 as kpb
 from naga_core._home import Home
-from naga_core._store import blob_store, open_ledger, projection_path, verifier_for
+from naga_core._store import open_ledger
 from naga_core.kernel import replay
-from naga_core.ledger import OsFileSystem, verify_ledger
 from tests.daemon.conftest import REPO, CoreProcess, start_core_process
+from tests.ledger_helpers import verify_home
 
 #: Each writer owns one setting and cycles through values that differ from
 #: the previous one, so every call journals a registration.
@@ -105,15 +105,7 @@ def _check_acknowledged(writers: list[Writer], c: Client) -> None:
 
 
 def _verify_offline(home: str) -> None:
-    h = Home(home)
-    report = verify_ledger(
-        OsFileSystem(),
-        h.ledger_dir,
-        verifier_for(h),
-        blobs=blob_store(h),
-        projection_path=projection_path(h),
-    )
-    assert report.ok, report.problems
+    verify_home(home)
 
 
 def test_sigterm_under_load_is_graceful(home: str, core_process: CoreProcess) -> None:

@@ -13,10 +13,8 @@ import pytest
 
 from naga.sdk import Client, errors
 from naga.tokens import RejectReason, Risk, Token, TrustLevel
-from naga_core._home import Home
-from naga_core._store import blob_store, projection_path, verifier_for
-from naga_core.ledger import OsFileSystem, verify_ledger
 from tests.daemon.conftest import InProcessCore, core_in_thread
+from tests.ledger_helpers import verify_home
 
 SECOND = 10**9
 
@@ -66,15 +64,7 @@ def token_core(home: str, clock: MovableClock | None = None) -> Generator[TokenC
 
 
 def verify_offline(home: str) -> None:
-    h = Home(home)
-    report = verify_ledger(
-        OsFileSystem(),
-        h.ledger_dir,
-        verifier_for(h),
-        blobs=blob_store(h),
-        projection_path=projection_path(h),
-    )
-    assert report.ok, report.problems
+    verify_home(home)
 
 
 @contextlib.contextmanager

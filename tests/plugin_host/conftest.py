@@ -14,12 +14,10 @@ import pytest
 from naga.sdk import Client
 from naga.sdk.errors import SdkError
 from naga.v1 import plugin_service_pb2 as spb
-from naga_core._home import Home
-from naga_core._store import blob_store, projection_path, verifier_for
-from naga_core.ledger import OsFileSystem, verify_ledger
 from naga_core.plugins import PluginsConfig
 from naga_core.supervisor import RestartPolicy, WorkerTuning
 from tests.daemon.conftest import InProcessCore, core_in_thread
+from tests.ledger_helpers import verify_home
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
 
@@ -33,19 +31,6 @@ FAST = WorkerTuning(
 )
 #: Long enough for a cold worker on a loaded two-core machine.
 READY_S = 30.0
-
-
-def verify_home(home: str) -> None:
-    """The ledger of a stopped core verifies (with the projection it caught up)."""
-    h = Home(home)
-    report = verify_ledger(
-        OsFileSystem(),
-        h.ledger_dir,
-        verifier_for(h),
-        blobs=blob_store(h),
-        projection_path=projection_path(h),
-    )
-    assert report.ok, report.problems
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,8 @@ from naga.sdk import errors as sdk_errors
 from naga.v1 import plugin_service_pb2 as spb
 from naga_core.cli import main
 from tests.daemon.conftest import CoreProcess, start_core_process
-from tests.plugin_host.conftest import PLUGINS, READY_S, fails, verify_home
+from tests.ledger_helpers import verify_home
+from tests.plugin_host.conftest import PLUGINS, READY_S, fails
 
 #: The core's private files (relative to its home) that no attack may touch.
 PRIVATE = ("keys/ledger.key", "keys/token.key", "run/owner.token")
