@@ -297,13 +297,19 @@ class Client:
 
     def shutdown(self, reason: str = "", *, timeout: float | None = None) -> None:
         """Ask the core to stop gracefully (returns once it accepted)."""
-        self._call(
-            _SUPERVISOR + "Shutdown",
-            cpb.ShutdownRequest(reason=reason),
-            cpb.ShutdownResponse,
-            read=False,
-            timeout=timeout,
-        )
+        try:
+            self._call(
+                _SUPERVISOR + "Shutdown",
+                cpb.ShutdownRequest(reason=reason),
+                cpb.ShutdownResponse,
+                read=False,
+                timeout=timeout,
+            )
+        except errors.CoreUnavailable as exc:
+            # The core may cancel this very call as it stops (it began to
+            # stop because of it): that is the answer asked for.
+            if exc.code != "CANCELLED":
+                raise
 
     # --- capability tokens ----------------------------------------------------------
 

@@ -48,10 +48,14 @@ _TOKEN_BY_CODE: dict[grpc.StatusCode, type[errors.TokenRefused]] = {
 _PLUGIN_SERVICE = "/naga.v1.PluginService/"
 
 
-def unavailable(address: CoreAddress, why: str = "") -> errors.CoreUnavailable:
+def unavailable(
+    address: CoreAddress, why: str = "", *, code: str = "UNAVAILABLE"
+) -> errors.CoreUnavailable:
     detail = f": {why}" if why else ""
     return errors.CoreUnavailable(
-        f"naga-core is not running (no answer on {address.socket}{detail})", hint=START_HINT
+        f"naga-core is not running (no answer on {address.socket}{detail})",
+        hint=START_HINT,
+        code=code,
     )
 
 
@@ -71,7 +75,9 @@ def translate(exc: grpc.RpcError, address: CoreAddress, method: str) -> errors.S
         # The SDK never cancels a unary call, and a stream it cancelled ends
         # quietly: this is the core cancelling calls it had not started as it
         # stops. Like UNAVAILABLE, a write may or may not have been applied.
-        return unavailable(address, "the core cancelled the call; it is stopping")
+        return unavailable(
+            address, "the core cancelled the call; it is stopping", code="CANCELLED"
+        )
     name = code.name
     message = f"{method.rsplit('/', 1)[-1]}: {detail} ({name})"
     reason = _reject_reason(exc)
