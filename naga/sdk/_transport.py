@@ -75,9 +75,7 @@ def translate(exc: grpc.RpcError, address: CoreAddress, method: str) -> errors.S
         # The SDK never cancels a unary call, and a stream it cancelled ends
         # quietly: this is the core cancelling calls it had not started as it
         # stops. Like UNAVAILABLE, a write may or may not have been applied.
-        return unavailable(
-            address, "the core cancelled the call; it is stopping", code="CANCELLED"
-        )
+        return unavailable(address, "the core cancelled the call; it is stopping", code="CANCELLED")
     name = code.name
     message = f"{method.rsplit('/', 1)[-1]}: {detail} ({name})"
     reason = _reject_reason(exc)
