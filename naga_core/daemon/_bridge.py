@@ -285,13 +285,8 @@ class Bridge:
                 response: Message = self._hop(self._admitted, admission, m.handle, request)
                 self._settle_ledger()
                 return response.SerializeToString()
-            except NagaError as exc:
-                _abort(context, exc)
-            except Exception:  # a bug must cost one call, not the core
-                log.exception("internal error in %s", full)
-                context.abort(
-                    grpc.StatusCode.INTERNAL, f"internal error in {full}; see the core log"
-                )
+            except Exception as exc:  # noqa: BLE001 - answered with a status; see _answer
+                _answer(context, full, exc)
             raise AssertionError("unreachable: abort raises")
 
         return behave
@@ -303,7 +298,7 @@ class Bridge:
             try:
                 admission, request = self._admit(context, full, m, raw)
                 awaited = _Awaited()
-                context.add_callback(lambda: self._cancel_awaited(awaited))
+                context.add_callback(lambda: self._cancel_on_loop(awaited.cancel))
                 try:
                     response: Message = trio.from_thread.run(
                         self._on_loop_awaited,
@@ -319,13 +314,8 @@ class Bridge:
                     # leaves, an error included (it may fail after a write).
                     self._settle_ledger()
                 return response.SerializeToString()
-            except NagaError as exc:
-                _abort(context, exc)
-            except Exception:  # a bug must cost one call, not the core
-                log.exception("internal error in %s", full)
-                context.abort(
-                    grpc.StatusCode.INTERNAL, f"internal error in {full}; see the core log"
-                )
+            except Exception as exc:  # noqa: BLE001 - answered with a status; see _answer
+                _answer(context, full, exc)
             raise AssertionError("unreachable: abort raises")
 
         return behave
@@ -343,10 +333,10 @@ class Bridge:
             raise RequestRefused(grpc.StatusCode.CANCELLED, "the caller went away")
         return response
 
-    def _cancel_awaited(self, awaited: _Awaited) -> None:
+    def _cancel_on_loop(self, cancel: Callable[[], None]) -> None:
         # grpcio runs this on its own thread when the call ends for any reason.
         with contextlib.suppress(trio.RunFinishedError):
-            trio.from_thread.run_sync(awaited.cancel, trio_token=self._token)
+            trio.from_thread.run_sync(cancel, trio_token=self._token)
 
     def _stream(
         self, m: Stream[Any], full: str
@@ -359,7 +349,7 @@ class Bridge:
                 entered = True
                 cursor: Cursor = self._hop(self._admitted, admission, m.open, request)
                 call = _StreamCall()
-                context.add_callback(lambda: self._cancel_soon(call))
+                context.add_callback(lambda: self._cancel_on_loop(call.cancel))
                 while True:
                     try:
                         batch: Sequence[Message] | None = trio.from_thread.run(
@@ -371,23 +361,13 @@ class Bridge:
                         return
                     for message in batch:
                         yield message.SerializeToString()
-            except NagaError as exc:
-                _abort(context, exc)
-            except Exception:  # a bug must cost one call, not the core
-                log.exception("internal error in %s", full)
-                context.abort(
-                    grpc.StatusCode.INTERNAL, f"internal error in {full}; see the core log"
-                )
+            except Exception as exc:  # noqa: BLE001 - answered with a status; see _answer
+                _answer(context, full, exc)
             finally:
                 if entered:
                     self._leave_stream(m)
 
         return behave
-
-    def _cancel_soon(self, call: _StreamCall) -> None:
-        # grpcio runs this on its own thread when the call ends for any reason.
-        with contextlib.suppress(trio.RunFinishedError):
-            trio.from_thread.run_sync(call.cancel, trio_token=self._token)
 
     def _enter_stream(self, m: Stream[Any]) -> None:
         with self._streams_lock:
@@ -412,6 +392,16 @@ def _decode(cls: type[Req], raw: bytes) -> Req:
             f"the request is not a valid {cls.DESCRIPTOR.full_name} message: {exc}"
         ) from None
     return message
+
+
+def _answer(context: grpc.ServicerContext, full: str, exc: Exception) -> None:
+    """End a failed call with its status: a NagaError's own, and INTERNAL for
+    anything else (a bug must cost one call, not the core). Raises, as
+    ``context.abort`` does."""
+    if isinstance(exc, NagaError):
+        _abort(context, exc)
+    log.error("internal error in %s", full, exc_info=exc)
+    context.abort(grpc.StatusCode.INTERNAL, f"internal error in {full}; see the core log")
 
 
 def _abort(context: grpc.ServicerContext, exc: NagaError) -> None:
