@@ -34,6 +34,7 @@ from google.protobuf.message import DecodeError, Message
 
 from naga_core.daemon._auth import Admission, Authorizer, Principal
 from naga_core.daemon._errors import CoreStopping, RequestRefused, RunDirError
+from naga_core.daemon._rundir import binding_path
 from naga_core.daemon._status import is_fatal, status_of, trailers_of
 from naga_core.errors import NagaError
 
@@ -413,15 +414,25 @@ def _abort(context: grpc.ServicerContext, exc: NagaError) -> None:
 
 
 def _bind(server: grpc.Server, address: str) -> None:
-    # The socket is created by bind: a umask that leaves it 0600 from its
-    # first instant (the run directory, 0700, already keeps others out).
-    old = os.umask(0o177)
+    # The socket must be 0600 from the moment it has its public name. Not
+    # with a umask: that is process-wide, and a thread creating a directory
+    # meanwhile would get it without its x bits. gRPC binds in
+    # add_insecure_port, so bind a private name, narrow it, then rename it
+    # into place (the run directory, 0700, keeps others out in between).
+    if not address.startswith("unix:"):
+        raise RunDirError(f"the core listens on a Unix socket only, not {address}")
+    path = address.removeprefix("unix:")
+    binding = binding_path(path)
     try:
-        server.add_insecure_port(address)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(binding)  # left by a core killed while binding
+        server.add_insecure_port("unix:" + binding)
+        os.chmod(binding, 0o600)
+        os.rename(binding, path)
     except RuntimeError as exc:
         raise RunDirError(f"cannot listen on {address}: {exc}") from None
-    finally:
-        os.umask(old)
+    except OSError as exc:
+        raise RunDirError(f"cannot listen on {address}: {exc}") from None
 
 
 __all__ = ["AsyncUnary", "Bridge", "Cursor", "Method", "Stream", "Unary"]

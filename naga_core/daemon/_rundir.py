@@ -23,6 +23,13 @@ from naga_core.daemon._errors import CoreAlreadyRunning, RunDirError
 MAX_SOCKET_PATH_BYTES = 107
 
 
+def binding_path(socket_path: str) -> str:
+    """The private name a socket is bound under before it is narrowed to
+    0600 and renamed to ``socket_path`` (same directory, one byte longer)."""
+    head, tail = os.path.split(socket_path)
+    return os.path.join(head, "." + tail)
+
+
 class RunDir:
     """Paths of one home's run directory."""
 
@@ -48,7 +55,8 @@ class RunDir:
             os.chmod(self.path, 0o700)  # makedirs' mode is cut by the umask
         except OSError as exc:
             raise RunDirError(f"cannot create {self.path}: {exc}") from None
-        size = len(os.fsencode(self.socket_path))
+        # The longest name bound is the private one the socket starts under.
+        size = len(os.fsencode(binding_path(self.socket_path)))
         if size > MAX_SOCKET_PATH_BYTES:
             raise RunDirError(
                 f"the socket path {self.socket_path} is {size} bytes; Unix sockets allow "
@@ -97,7 +105,7 @@ class RunDir:
         os.unlink(self.socket_path)
 
     def secure_socket(self) -> None:
-        """The bound socket is 0600 (belt and braces on the umask at bind)."""
+        """The bound socket is 0600 (belt and braces: it is bound 0600)."""
         os.chmod(self.socket_path, 0o600)
 
 

@@ -31,6 +31,7 @@ def test_run_files_are_private_and_go_away_on_shutdown(home: str) -> None:
         assert _mode(run) == 0o700
         assert stat.S_ISSOCK(os.stat(core.info.socket).st_mode)
         assert _mode(core.info.socket) == 0o600
+        assert not os.path.exists(os.path.join(run, ".core.sock"))  # bound there, then renamed
         assert _mode(os.path.join(run, "owner.token")) == 0o600
         assert os.path.getsize(os.path.join(run, "owner.token")) == 32
         with open(os.path.join(run, "core.pid")) as f:
