@@ -1,0 +1,56 @@
+"""The client's calls of the LedgerService: reading, proving, subscribing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from naga.sdk._rpc import Events, Rpc
+from naga.sdk._transport import StreamCall
+from naga.v1 import ledger_pb2 as lpb
+
+_LEDGER = "/naga.v1.LedgerService/"
+
+
+class Subscription(Events[lpb.SubscribeEvent]):
+    """An open Subscribe stream: iterate for :class:`SubscribeEvent`s.
+    ``cancel()`` ends it; iteration stops without an error."""
+
+    def __init__(self, call: StreamCall) -> None:
+        super().__init__(call, lpb.SubscribeEvent, "Subscribe")
+
+
+class LedgerCalls(Rpc):
+    def head(self, *, timeout: float | None = None) -> lpb.Head:
+        """The ledger's size and root, with a checkpoint signed for them."""
+        return self._read(_LEDGER + "GetHead", lpb.GetHeadRequest(), lpb.Head, timeout)
+
+    def records(
+        self, from_seq: int = 0, limit: int = 0, *, timeout: float | None = None
+    ) -> list[lpb.Record]:
+        """A page of records from ``from_seq`` (empty past the end); page on
+        from the last seq + 1."""
+        req = lpb.GetRecordsRequest(from_seq=from_seq, limit=limit)
+        answer = self._read(_LEDGER + "GetRecords", req, lpb.GetRecordsResponse, timeout)
+        return list(answer.records)
+
+    def prove_inclusion(self, seq: int, *, timeout: float | None = None) -> lpb.InclusionProof:
+        req = lpb.ProveInclusionRequest(seq=seq)
+        return self._read(_LEDGER + "ProveInclusion", req, lpb.InclusionProof, timeout)
+
+    def prove_consistency(
+        self, old_size: int, new_size: int, *, timeout: float | None = None
+    ) -> lpb.ConsistencyProof:
+        req = lpb.ProveConsistencyRequest(old_size=old_size, new_size=new_size)
+        return self._read(_LEDGER + "ProveConsistency", req, lpb.ConsistencyProof, timeout)
+
+    def subscribe(
+        self, from_seq: int = 0, kinds: Iterable[str] = (), *, timeout: float | None = None
+    ) -> Subscription:
+        """Records from ``from_seq`` on, then new ones as they are appended,
+        of the given kinds only (all when empty). Iterate it; ``cancel()``
+        ends it from another thread."""
+        req = lpb.SubscribeRequest(from_seq=from_seq, kinds=list(kinds))
+        return Subscription(self._stream(_LEDGER + "Subscribe", req, timeout))
+
+
+__all__ = ["LedgerCalls", "Subscription"]

@@ -1,0 +1,78 @@
+"""The client's calls of the TurnService (the owner's CLI, the gateway) and
+the agent executor's calls of the ModelService and ToolService."""
+
+from __future__ import annotations
+
+from naga.sdk._rpc import Events, Rpc
+from naga.sdk._transport import StreamCall
+from naga.v1 import agent_pb2 as agpb
+from naga.v1 import turn_pb2 as tpb
+
+_TURN = "/naga.v1.TurnService/"
+_MODEL = "/naga.v1.ModelService/"
+_TOOL = "/naga.v1.ToolService/"
+
+
+class TurnEvents(Events[tpb.TurnEvent]):
+    """An open Run stream: iterate for :class:`naga.v1.turn_pb2.TurnEvent`s.
+    ``cancel()`` ends the stream; the turn goes on in the core."""
+
+    def __init__(self, call: StreamCall) -> None:
+        super().__init__(call, tpb.TurnEvent, "Run")
+
+
+class TurnCalls(Rpc):
+    # --- turns (the owner's CLI, the gateway) --------------------------------------
+
+    def run_turn(
+        self,
+        session: str,
+        text: str,
+        idempotency_key: str,
+        *,
+        peer: str = "",
+        timeout: float | None = None,
+    ) -> TurnEvents:
+        """Run one turn; iterate the result for its events (``accepted``
+        first, ``final`` or ``error`` last). ``timeout`` bounds the whole
+        stream (None: no bound)."""
+        req = tpb.RunTurnRequest(
+            session=session, text=text, idempotency_key=idempotency_key, peer=peer
+        )
+        return TurnEvents(self._stream(_TURN + "Run", req, timeout))
+
+    def abort_turn(self, session: str, *, timeout: float | None = None) -> str:
+        """Stop the session's running turn; its id."""
+        req = tpb.AbortTurnRequest(session=session)
+        return self._write(_TURN + "Abort", req, tpb.AbortTurnResponse, timeout).turn_id
+
+    def sessions(self, limit: int = 0, *, timeout: float | None = None) -> list[tpb.SessionSummary]:
+        """The sessions, most recent first (``limit`` 0: the core's default)."""
+        req = tpb.ListSessionsRequest(limit=limit)
+        answer = self._read(_TURN + "ListSessions", req, tpb.ListSessionsResponse, timeout)
+        return list(answer.sessions)
+
+    def session_history(
+        self, session: str, limit: int = 0, *, timeout: float | None = None
+    ) -> list[tpb.SessionEntry]:
+        """One session's messages and replies, oldest first."""
+        req = tpb.SessionHistoryRequest(session=session, limit=limit)
+        answer = self._read(_TURN + "History", req, tpb.SessionHistoryResponse, timeout)
+        return list(answer.entries)
+
+    # --- the agent executor's calls ------------------------------------------------
+
+    def complete(
+        self, request: agpb.ModelCallRequest, *, timeout: float | None = None
+    ) -> agpb.ModelCallResponse:
+        """One model call through the core (an executor's token)."""
+        return self._write(_MODEL + "Complete", request, agpb.ModelCallResponse, timeout)
+
+    def call_tool(
+        self, request: agpb.ToolCallRequest, *, timeout: float | None = None
+    ) -> agpb.ToolCallResponse:
+        """One tool call through the core (an executor's token)."""
+        return self._write(_TOOL + "Call", request, agpb.ToolCallResponse, timeout)
+
+
+__all__ = ["TurnCalls", "TurnEvents"]
