@@ -48,323 +48,37 @@ from __future__ import annotations
 import contextlib
 import copy
 import errno
-import fnmatch
 import os
 import posixpath
 import random
-from collections import deque
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
-from typing import TypeAlias
 
 from naga_core.errors import LedgerLocked
 from naga_core.ledger._fs import FileHandle, OpenMode
-
-__all__ = ["FAULT_OPS", "SECTOR", "SimulatedFileSystem", "SimulatedCrashError"]
-
-SECTOR = 512
-_HANDLE_OPS = ("write", "sync", "truncate")
-FAULT_OPS = frozenset(
-    (*_HANDLE_OPS, "open", "read", "rename", "remove", "mkdir", "sync_dir", "listdir")
+from naga_core.ledger._simdisk import (
+    FAULT_OPS,
+    SECTOR,
+    Dir,
+    Disk,
+    Fault,
+    File,
+    Node,
+    NsOp,
+    SimHandle,
+    SimulatedCrashError,
+    land,
+    oserror,
+    put,
 )
 
-
-class SimulatedCrashError(RuntimeError):
-    """A crashed filesystem was used; use the one ``crash()`` returned.
-
-    Not an OSError on purpose: code under test must not swallow it as an I/O
-    failure and carry on.
-    """
-
-
-@dataclass(frozen=True, slots=True)
-class _Write:
-    offset: int
-    data: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class _Truncate:
-    size: int
-
-
-class _File:
-    __slots__ = ("current", "durable", "pending")
-
-    def __init__(self, content: bytes = b"") -> None:
-        self.durable = bytearray(content)
-        self.current = bytearray(content)
-        self.pending: list[_Write | _Truncate] = []
-
-
-class _Dir:
-    __slots__ = ("current", "durable", "pending")
-
-    def __init__(self) -> None:
-        self.durable: dict[str, _Node] = {}
-        self.current: dict[str, _Node] = {}
-        self.pending: list[_NsOp] = []
-
-
-_Node: TypeAlias = "_File | _Dir"
-# (directory, name, node, link): a link sets the name; an unlink removes the
-# name only if it still names ``node``, so that replaying a two-directory
-# rename late cannot delete a file created under the old name since.
-_Effect: TypeAlias = "tuple[_Dir, str, _Node, bool]"
-
-
-@dataclass(eq=False, slots=True)
-class _NsOp:
-    effects: tuple[_Effect, ...]
-    unsynced: set[_Dir]
-
-
-@dataclass(slots=True)
-class _Fault:
-    op: str
-    glob: str
-    skip: int
-    times: int | None
-    errno: int
-    partial: bool
-
-    def error(self, op: str, path: str, other: str | None = None) -> OSError:
-        return OSError(self.errno, f"simulated {op} fault", path, None, other)
-
-
-def _oserror(code: int, path: str) -> OSError:
-    # OSError picks the subclass (FileNotFoundError, ...) from the code.
-    return OSError(code, os.strerror(code), path)
-
-
-def _put(buf: bytearray, offset: int, data: bytes) -> None:
-    if offset > len(buf):
-        buf.extend(bytes(offset - len(buf)))
-    buf[offset : offset + len(data)] = data
-
-
-def _resize(buf: bytearray, size: int) -> None:
-    if size < len(buf):
-        del buf[size:]
-    else:
-        buf.extend(bytes(size - len(buf)))
-
-
-def _apply(op: _NsOp, entries: Callable[[_Dir], dict[str, _Node]]) -> None:
-    for directory, name, node, link in op.effects:
-        table = entries(directory)
-        if link:
-            table[name] = node
-        elif table.get(name) is node:
-            del table[name]
-
-
-def _land(file: _File, rng: random.Random | None) -> bytes:
-    """The file's disk content once its pending ops met their fates (all land if no rng)."""
-    out = bytearray(file.durable)
-    for op in file.pending:
-        if isinstance(op, _Truncate):
-            if rng is None or rng.random() < 0.5:
-                _resize(out, op.size)
-            continue
-        fate = 1 if rng is None else rng.randrange(4)
-        if fate == 1:
-            _put(out, op.offset, op.data)
-        elif fate == 2:
-            _put(out, op.offset, bytes(len(op.data)))
-        elif fate == 3:
-            start, end = op.offset, op.offset + len(op.data)
-            while start < end:
-                stop = min(end, (start // SECTOR + 1) * SECTOR)
-                sector_fate = 1 if rng is None else rng.randrange(3)
-                if sector_fate == 1:
-                    _put(out, start, op.data[start - op.offset : stop - op.offset])
-                elif sector_fate == 2:
-                    _put(out, start, bytes(stop - start))
-                start = stop
-    return bytes(out)
-
-
-class _Disk:
-    """All state of one simulated boot, shared by the filesystem and its handles."""
-
-    def __init__(self, seed: int, capacity: int | None) -> None:
-        self.root = _Dir()
-        self.dirs = [self.root]
-        # Namespace ops not yet folded into the directories' durable entries,
-        # in the order they happened; a fully synced op waits here behind an
-        # older one still pending elsewhere, so durable state replays in order.
-        self.log: deque[_NsOp] = deque()
-        self.rng = random.Random(seed)
-        self.capacity = capacity
-        self.faults: list[_Fault] = []
-        self.calls: dict[str, int] = {}
-        self.locked: set[_File] = set()
-        self.dead = False
-
-    def count(self, op: str) -> None:
-        if self.dead:
-            raise SimulatedCrashError("this filesystem crashed; use the one crash() returned")
-        self.calls[op] = self.calls.get(op, 0) + 1
-
-    def check(self, op: str, *paths: str) -> _Fault | None:
-        """Count a faultable call; return the fault it triggers, if any."""
-        self.count(op)
-        hit: _Fault | None = None
-        for fault in self.faults:
-            if fault.op not in ("*", op):
-                continue
-            if not any(fnmatch.fnmatchcase(path, fault.glob) for path in paths):
-                continue
-            if fault.skip:
-                fault.skip -= 1
-            elif hit is None and fault.times != 0:
-                hit = fault
-                if fault.times is not None:
-                    fault.times -= 1
-        return hit
-
-    def enter(self, op: str, *paths: str) -> None:
-        fault = self.check(op, *paths)
-        if fault is not None:
-            raise fault.error(op, *paths)
-
-    def walk(self, path: str) -> _Node:
-        node: _Node = self.root
-        for part in path.split("/"):
-            if not part:
-                continue
-            if not isinstance(node, _Dir):
-                raise _oserror(errno.ENOTDIR, path)
-            child = node.current.get(part)
-            if child is None:
-                raise _oserror(errno.ENOENT, path)
-            node = child
-        return node
-
-    def parent(self, path: str) -> tuple[_Dir, str]:
-        if path == "/":
-            raise _oserror(errno.EBUSY, path)
-        head, name = posixpath.split(path)
-        directory = self.walk(head)
-        if not isinstance(directory, _Dir):
-            raise _oserror(errno.ENOTDIR, path)
-        return directory, name
-
-    def record(self, *effects: _Effect) -> None:
-        op = _NsOp(effects, {effect[0] for effect in effects})
-        self.log.append(op)
-        for directory in op.unsynced:
-            directory.pending.append(op)
-
-    def link(self, directory: _Dir, name: str, node: _Node) -> None:
-        if isinstance(node, _Dir):
-            self.dirs.append(node)
-        directory.current[name] = node
-        self.record((directory, name, node, True))
-
-    def sync_dir(self, directory: _Dir) -> None:
-        for op in directory.pending:
-            op.unsynced.discard(directory)
-        directory.pending.clear()
-        while self.log and not self.log[0].unsynced:
-            _apply(self.log.popleft(), lambda d: d.durable)
-
-    def resolve(self, survives: Callable[[_NsOp], bool]) -> dict[_Dir, dict[str, _Node]]:
-        """Directory entries after a crash in which ``survives`` says which pending ops land."""
-        table = {directory: dict(directory.durable) for directory in self.dirs}
-        for op in self.log:
-            if not op.unsynced or survives(op):
-                _apply(op, table.__getitem__)
-        return table
-
-    def used(self, directory: _Dir | None = None) -> int:
-        """Bytes of current content under ``directory`` (a tree: renames move)."""
-        nodes = (directory or self.root).current.values()
-        return sum(len(n.current) if isinstance(n, _File) else self.used(n) for n in nodes)
-
-    def write(self, file: _File, offset: int, data: bytes) -> None:
-        if data:
-            _put(file.current, offset, data)
-            file.pending.append(_Write(offset, data))
-
-    def truncate(self, file: _File, size: int) -> None:
-        _resize(file.current, size)
-        file.pending.append(_Truncate(size))
-
-
-class _SimHandle:
-    __slots__ = ("_closed", "_disk", "_file", "_path", "_pos")
-
-    def __init__(self, disk: _Disk, file: _File, path: str) -> None:
-        self._disk = disk
-        self._file = file
-        self._path = path
-        # A file position of its own, like the fd OsFileSystem opens: at the
-        # end when opened, moved by writes and truncate.
-        self._pos = len(file.current)
-        self._closed = False
-
-    def _begin(self, op: str) -> _Fault | None:
-        if self._closed and not self._disk.dead:
-            raise _oserror(errno.EBADF, self._path)
-        return self._disk.check(op, self._path) if op in FAULT_OPS else self._disk.count(op)
-
-    def write(self, data: bytes) -> None:
-        fault = self._begin("write")
-        disk = self._disk
-        if fault is not None and not fault.partial:
-            raise fault.error("write", self._path)
-        if fault is not None:
-            data = data[: disk.rng.randrange(len(data))] if data else b""
-        fits = len(data)
-        if disk.capacity is not None:
-            limit = len(self._file.current) + max(0, disk.capacity - disk.used())
-            fits = max(0, min(fits, limit - self._pos))
-        disk.write(self._file, self._pos, bytes(data[:fits]))
-        self._pos += fits
-        if fault is not None:
-            raise fault.error("write", self._path)
-        if fits < len(data):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self._path)
-
-    def sync(self) -> None:
-        fault = self._begin("sync")
-        # Success writes exactly the pending ops, not the cache: after a failed
-        # sync the two differ for good, as on Linux.
-        self._file.durable = bytearray(_land(self._file, self._disk.rng if fault else None))
-        self._file.pending.clear()
-        if fault is not None:
-            raise fault.error("sync", self._path)
-        # The size, though, is the inode's, and fdatasync persists it (the
-        # FileHandle.sync contract: "data and size"): a truncation or an
-        # extension whose earlier sync failed is durable once one succeeds,
-        # over whatever content the disk has there.
-        _resize(self._file.durable, len(self._file.current))
-
-    def size(self) -> int:
-        self._begin("size")
-        return len(self._file.current)
-
-    def truncate(self, size: int) -> None:
-        fault = self._begin("truncate")
-        if fault is not None:
-            raise fault.error("truncate", self._path)
-        if size < 0:
-            raise _oserror(errno.EINVAL, self._path)
-        self._disk.truncate(self._file, size)
-        self._pos = size
-
-    def close(self) -> None:
-        self._disk.count("close")
-        self._closed = True
+__all__ = ["FAULT_OPS", "SECTOR", "SimulatedFileSystem", "SimulatedCrashError"]
 
 
 class SimulatedFileSystem:
     """In-memory FileSystem with power loss and fault injection (see module doc)."""
 
     def __init__(self, seed: int = 0, capacity: int | None = None) -> None:
-        self._disk = _Disk(seed, capacity)
+        self._disk = Disk(seed, capacity)
 
     # --- the FileSystem protocol --------------------------------------------------
 
@@ -375,22 +89,22 @@ class SimulatedFileSystem:
         directory, name = disk.parent(path)
         node = directory.current.get(name)
         if mode == "create_new" and node is not None:
-            raise _oserror(errno.EEXIST, path)
-        if isinstance(node, _Dir):
-            raise _oserror(errno.EISDIR, path)
+            raise oserror(errno.EEXIST, path)
+        if isinstance(node, Dir):
+            raise oserror(errno.EISDIR, path)
         if node is None:
             if mode == "read_write":
-                raise _oserror(errno.ENOENT, path)
-            node = _File()
+                raise oserror(errno.ENOENT, path)
+            node = File()
             disk.link(directory, name, node)
-        return _SimHandle(disk, node, path)
+        return SimHandle(disk, node, path)
 
     def read(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
         path = _norm(path)
         self._disk.enter("read", path)
         file = self._file(path)
         if offset < 0:
-            raise _oserror(errno.EINVAL, path)
+            raise oserror(errno.EINVAL, path)
         end = len(file.current) if length is None or length < 0 else offset + length
         return bytes(file.current[offset:end])
 
@@ -398,13 +112,13 @@ class SimulatedFileSystem:
         path = _norm(path)
         self._disk.count("size")
         node = self._disk.walk(path)
-        return len(node.current) if isinstance(node, _File) else 0
+        return len(node.current) if isinstance(node, File) else 0
 
     def exists(self, path: str) -> bool:
         return self._lookup("exists", path) is not None
 
     def is_dir(self, path: str) -> bool:
-        return isinstance(self._lookup("is_dir", path), _Dir)
+        return isinstance(self._lookup("is_dir", path), Dir)
 
     def listdir(self, path: str) -> list[str]:
         path = _norm(path)
@@ -417,8 +131,8 @@ class SimulatedFileSystem:
         disk.enter("mkdir", path)
         directory, name = disk.parent(path)
         if name in directory.current:
-            raise _oserror(errno.EEXIST, path)
-        disk.link(directory, name, _Dir())
+            raise oserror(errno.EEXIST, path)
+        disk.link(directory, name, Dir())
 
     def rename(self, src: str, dst: str) -> None:
         src, dst = _norm(src), _norm(dst)
@@ -427,20 +141,20 @@ class SimulatedFileSystem:
         src_dir, src_name = disk.parent(src)
         node = src_dir.current.get(src_name)
         if node is None:
-            raise _oserror(errno.ENOENT, src)
+            raise oserror(errno.ENOENT, src)
         dst_dir, dst_name = disk.parent(dst)
         target = dst_dir.current.get(dst_name)
         if target is node:
             return
-        if isinstance(node, _Dir):
+        if isinstance(node, Dir):
             if dst.startswith(src + "/"):
-                raise _oserror(errno.EINVAL, dst)
-            if isinstance(target, _File):
-                raise _oserror(errno.ENOTDIR, dst)
-            if isinstance(target, _Dir) and target.current:
-                raise _oserror(errno.ENOTEMPTY, dst)
-        elif isinstance(target, _Dir):
-            raise _oserror(errno.EISDIR, dst)
+                raise oserror(errno.EINVAL, dst)
+            if isinstance(target, File):
+                raise oserror(errno.ENOTDIR, dst)
+            if isinstance(target, Dir) and target.current:
+                raise oserror(errno.ENOTEMPTY, dst)
+        elif isinstance(target, Dir):
+            raise oserror(errno.EISDIR, dst)
         del src_dir.current[src_name]
         dst_dir.current[dst_name] = node
         disk.record((src_dir, src_name, node, False), (dst_dir, dst_name, node, True))
@@ -452,9 +166,9 @@ class SimulatedFileSystem:
         directory, name = disk.parent(path)
         node = directory.current.get(name)
         if node is None:
-            raise _oserror(errno.ENOENT, path)
-        if isinstance(node, _Dir):
-            raise _oserror(errno.EISDIR, path)
+            raise oserror(errno.ENOENT, path)
+        if isinstance(node, Dir):
+            raise oserror(errno.EISDIR, path)
         del directory.current[name]
         disk.record((directory, name, node, False))
 
@@ -470,10 +184,10 @@ class SimulatedFileSystem:
         disk.count("lock")
         directory, name = disk.parent(path)
         node = directory.current.get(name)
-        if isinstance(node, _Dir):
-            raise _oserror(errno.EISDIR, path)
+        if isinstance(node, Dir):
+            raise oserror(errno.EISDIR, path)
         if node is None:
-            node = _File()
+            node = File()
             disk.link(directory, name, node)
         if node in disk.locked:
             raise LedgerLocked(
@@ -516,7 +230,7 @@ class SimulatedFileSystem:
             raise ValueError("after must be >= 0 and times >= 1 or None")
         if partial and op not in ("write", "*"):
             raise ValueError("partial applies to write faults only")
-        self._disk.faults.append(_Fault(op, path_glob, after, times, errno, partial))
+        self._disk.faults.append(Fault(op, path_glob, after, times, errno, partial))
 
     def clear_faults(self) -> None:
         self._disk.count("clear_faults")
@@ -535,12 +249,12 @@ class SimulatedFileSystem:
         """One random post-power-loss state, drawn from ``rng``; this object dies."""
         disk = self._disk
         disk.count("crash")
-        kept: dict[_Dir, set[_NsOp]] = {}
+        kept: dict[Dir, set[NsOp]] = {}
         for directory in disk.dirs:
             cut = rng.randint(0, len(directory.pending))
             kept[directory] = set(directory.pending[:cut])
         table = disk.resolve(lambda op: all(op in kept[d] for d in op.unsynced))
-        return self._reboot(table.__getitem__, lambda f: _land(f, rng), rng)
+        return self._reboot(table.__getitem__, lambda f: land(f, rng), rng)
 
     def crash_clean(self) -> SimulatedFileSystem:
         """Only what is durable survives; nothing pending lands. This object dies."""
@@ -577,7 +291,7 @@ class SimulatedFileSystem:
         path = _norm(path)
         self._disk.count("corrupt")
         file = self._file(path)
-        _put(file.current, offset, data)
+        put(file.current, offset, data)
         on_disk = data[: max(0, len(file.durable) - offset)]
         file.durable[offset : offset + len(on_disk)] = on_disk
 
@@ -586,17 +300,17 @@ class SimulatedFileSystem:
         path = _norm(path)
         self._disk.count("durable_bytes")
         table = self._disk.resolve(lambda op: False)
-        node: _Node | None = self._disk.root
+        node: Node | None = self._disk.root
         for part in path.split("/"):
-            if part and isinstance(node, _Dir):
+            if part and isinstance(node, Dir):
                 node = table[node].get(part)
             elif part:
                 return None
-        return bytes(node.durable) if isinstance(node, _File) else None
+        return bytes(node.durable) if isinstance(node, File) else None
 
     # --- internals ----------------------------------------------------------------
 
-    def _lookup(self, op: str, path: str) -> _Node | None:
+    def _lookup(self, op: str, path: str) -> Node | None:
         path = _norm(path)
         self._disk.count(op)
         try:
@@ -604,37 +318,37 @@ class SimulatedFileSystem:
         except (FileNotFoundError, NotADirectoryError):
             return None
 
-    def _file(self, path: str) -> _File:
+    def _file(self, path: str) -> File:
         node = self._disk.walk(path)
-        if isinstance(node, _Dir):
-            raise _oserror(errno.EISDIR, path)
+        if isinstance(node, Dir):
+            raise oserror(errno.EISDIR, path)
         return node
 
-    def _dir(self, path: str) -> _Dir:
+    def _dir(self, path: str) -> Dir:
         node = self._disk.walk(path)
-        if not isinstance(node, _Dir):
-            raise _oserror(errno.ENOTDIR, path)
+        if not isinstance(node, Dir):
+            raise oserror(errno.ENOTDIR, path)
         return node
 
     def _reboot(
         self,
-        entries: Callable[[_Dir], dict[str, _Node]],
-        content: Callable[[_File], bytes],
+        entries: Callable[[Dir], dict[str, Node]],
+        content: Callable[[File], bytes],
         rng: random.Random,
     ) -> SimulatedFileSystem:
         old = self._disk
         new = SimulatedFileSystem(rng.getrandbits(64), old.capacity)
-        made: dict[int, _Node] = {id(old.root): new._disk.root}
+        made: dict[int, Node] = {id(old.root): new._disk.root}
 
-        def copy_dir(source: _Dir, into: _Dir) -> None:
+        def copy_dir(source: Dir, into: Dir) -> None:
             for name, child in entries(source).items():
                 twin = made.get(id(child))
-                if twin is None and isinstance(child, _Dir):
-                    twin = made[id(child)] = _Dir()
+                if twin is None and isinstance(child, Dir):
+                    twin = made[id(child)] = Dir()
                     new._disk.dirs.append(twin)
                     copy_dir(child, twin)
-                elif twin is None and isinstance(child, _File):
-                    twin = made[id(child)] = _File(content(child))
+                elif twin is None and isinstance(child, File):
+                    twin = made[id(child)] = File(content(child))
                 assert twin is not None
                 into.durable[name] = into.current[name] = twin
 
