@@ -142,6 +142,8 @@ class LocalModelSettings:
     work_dir: Path | None = None
     #: Run with the sandbox layers this kernel has, when some are missing.
     allow_degraded: bool = False
+    #: What this kernel offers (``sandbox.detect()``); None: detect at launch.
+    kernel: sandbox.KernelReport | None = None
     #: The sandbox target (``module:function``); tests swap in a stand-in.
     server_target: str = SERVER_TARGET
 
@@ -245,6 +247,7 @@ def _launch(
             env=_SERVER_ENV,
             stdout=log,
             stderr=log,
+            kernel=settings.kernel,
             ready_timeout=settings.ready_timeout_s,
         )
     except sandbox.LayerUnavailable as e:

@@ -74,6 +74,13 @@ def serve(args: list[str], server: Server) -> int:
     lifeline = _descriptor(args[0], "LIFELINE_FD")
     listen_fd = _descriptor(args[1], "LISTEN_FD")
     grace_s = _grace(args[2])
+    try:
+        listener = socket.socket(fileno=listen_fd)
+    except OSError as e:
+        raise BadServerArguments(f"LISTEN_FD {listen_fd} is not a socket: {e}") from e
+    if listener.type != socket.SOCK_STREAM:
+        listener.detach()  # not ours to close
+        raise BadServerArguments(f"LISTEN_FD {listen_fd} is not a stream socket")
     # The log is a file: without line buffering a crash would lose its end.
     stdout: object = sys.stdout
     if isinstance(stdout, io.TextIOWrapper):
@@ -82,12 +89,6 @@ def serve(args: list[str], server: Server) -> int:
         target=_watch_lifeline, args=(lifeline, grace_s), name="naga-lifeline", daemon=True
     )
     watch.start()
-    try:
-        listener = socket.socket(fileno=listen_fd)
-    except OSError as e:
-        raise BadServerArguments(f"LISTEN_FD {listen_fd} is not a socket: {e}") from e
-    if listener.type != socket.SOCK_STREAM:
-        raise BadServerArguments(f"LISTEN_FD {listen_fd} is not a stream socket")
     return server(listener, args[3:])
 
 
