@@ -1,5 +1,5 @@
-"""The executor pool and the model-provider worker: supervised workers on
-the plugin wire (naga_core.plugins.Worker), with their own sandboxes.
+"""The executor pool, the model-provider worker and the embedded local
+model server, each in its own sandbox.
 
 Executors run ``naga_plugins/executor`` in the executor profile (no
 network, the core's socket only); ``size`` of them are started with the
@@ -7,7 +7,10 @@ core and kept warm, and a turn takes an idle one. The provider worker runs
 ``naga_plugins.providers`` in a plugin profile whose only egress is the
 provider's host and port from providers.json; its manifest is written by
 the core (into ``$NAGA_HOME/work/provider``) because its egress is the
-configuration's.
+configuration's. With no providers.json, the local model server
+(:mod:`naga_core._localmodel`, the ``model_server`` sandbox profile) is
+started at the first turn that needs a model and the provider worker is
+pointed at it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import logging
 import os
 import urllib.parse
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import trio
 
@@ -70,6 +75,21 @@ max_length = 60000
 """
 
 
+#: The local model server's role in ``naga daemon status``.
+LOCAL_MODEL_ROLE = "local-model"
+
+
+@dataclass(frozen=True, slots=True)
+class LocalModelStatus:
+    """The local model server as ``naga daemon status`` shows it."""
+
+    pid: int
+    running: bool
+    started_ns: int
+    #: While it runs: the model and where it answers; after: why it ended.
+    detail: str
+
+
 def _with_call_timeout(tuning: WorkerTuning, call_timeout_s: float) -> WorkerTuning:
     return dataclasses.replace(tuning, call_timeout_s=call_timeout_s)
 
@@ -103,6 +123,8 @@ class AgentWorkers:
         # turn that needs it (it holds ~700 MB; most cores never need it).
         self._use_local = False
         self._local_lock = trio.Lock()
+        self._local: LocalModelEndpoint | None = None
+        self._local_ended = ""
         self._nursery: trio.Nursery | None = None
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -278,7 +300,12 @@ class AgentWorkers:
                 return
             assert self._nursery is not None
             try:
-                settings = LocalModelSettings.from_cache()
+                settings = LocalModelSettings.from_cache(
+                    log_path=Path(self._home.root, "run", "local-model.log"),
+                    work_dir=Path(self._home.root, "work", "local-model"),
+                    allow_degraded=self._tuning.allow_degraded,
+                    kernel=self._report,
+                )
                 endpoint: LocalModelEndpoint = await self._nursery.start(
                     self._serve_local_model, settings
                 )
@@ -287,6 +314,13 @@ class AgentWorkers:
                 self._use_local = False  # said once; a restart of the core tries again
                 log.exception("%s", self.provider_problem)
                 return
+            self._local = endpoint
+            log.info(
+                "embedded local model %s serving on %s (pid %d)",
+                endpoint.model,
+                endpoint.base_url,
+                endpoint.pid,
+            )
             local = Provider(
                 name="local",
                 api="openai",
@@ -311,7 +345,27 @@ class AgentWorkers:
             if self.provider is None:  # before it was ready: the starter reports it
                 raise
             self.provider_problem = f"the embedded local model stopped: {exc}"
+            self._local_ended = f"{exc}".split("\n", 1)[0]
             log.exception("%s", self.provider_problem)
+        finally:
+            if self._local is not None and not self._local_ended:
+                self._local_ended = "stopped with the core"
+
+    def local_model_status(self) -> LocalModelStatus | None:
+        """The local model server, once it was started; None before."""
+        endpoint = self._local
+        if endpoint is None:
+            return None
+        running = not self._local_ended
+        detail = f"{endpoint.model} on {endpoint.base_url}" if running else self._local_ended
+        if running and endpoint.degraded:
+            detail += f" (degraded: {'; '.join(endpoint.degraded)})"
+        return LocalModelStatus(
+            pid=endpoint.pid if running else 0,
+            running=running,
+            started_ns=endpoint.started_ns,
+            detail=detail,
+        )
 
     async def complete(self, request_b64: str, timeout_s: float) -> str:
         """The provider's result JSON for one base64 ChatRequest."""
@@ -334,4 +388,4 @@ class AgentWorkers:
         return rows
 
 
-__all__ = ["EXECUTOR_DIR", "AgentWorkers"]
+__all__ = ["EXECUTOR_DIR", "LOCAL_MODEL_ROLE", "AgentWorkers", "LocalModelStatus"]
