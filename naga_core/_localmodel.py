@@ -131,7 +131,7 @@ class LocalModelSettings:
     chat_format: str | None = None
     ready_timeout_s: float = 120.0
     stop_grace_s: float = 5.0
-    #: RLIMIT_AS of the server. It maps 1.5-1.7 GiB at its peak with the
+    #: RLIMIT_AS of the server. It maps 1.5-1.6 GiB at its peak with the
     #: default model and context (docs/adr/0005); the limit leaves room for
     #: that and makes a runaway allocation fail in the server instead of
     #: taking the machine's memory.

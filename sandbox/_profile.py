@@ -319,8 +319,8 @@ class Profile:
         in (``pass_fds``), and has no network of its own and no core socket.
 
         The address-space default covers llama.cpp with the 469 MiB model
-        mmapped, a 4096-token context and its threads (about 1.6-1.7 GiB at
-        its peak, docs/adr/0005) with room to spare; the file-size limit
+        mmapped, a 4096-token context and its threads (1.5-1.6 GiB at its
+        peak, measured: docs/design/sandbox.md) with room to spare; the file-size limit
         bounds the log it writes through its stdout.
         """
         directory = _absolute(model_dir, "model directory")
