@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,11 +84,18 @@ LOCAL_MODEL_ROLE = "local-model"
 class LocalModelStatus:
     """The local model server as ``naga daemon status`` shows it."""
 
+    #: 0 when it is not running.
     pid: int
-    running: bool
+    #: RUNNING, FAILED (it did not start, or it crashed) or STOPPED (with the core).
+    state: WorkerState
     started_ns: int
-    #: While it runs: the model and where it answers; after: why it ended.
+    #: While it runs: the model and where it answers; otherwise why it is not.
     detail: str
+
+
+def _first_line(exc: BaseException) -> str:
+    # The rest is the server's log tail, which is in run/local-model.log.
+    return f"{exc}".split("\n", 1)[0]
 
 
 def _with_call_timeout(tuning: WorkerTuning, call_timeout_s: float) -> WorkerTuning:
@@ -123,8 +131,7 @@ class AgentWorkers:
         # turn that needs it (it holds ~700 MB; most cores never need it).
         self._use_local = False
         self._local_lock = trio.Lock()
-        self._local: LocalModelEndpoint | None = None
-        self._local_ended = ""
+        self._local_status: LocalModelStatus | None = None
         self._nursery: trio.Nursery | None = None
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -299,6 +306,7 @@ class AgentWorkers:
             if self.provider is not None or not self._use_local:
                 return
             assert self._nursery is not None
+            attempt_ns = time.time_ns()
             try:
                 settings = LocalModelSettings.from_cache(
                     log_path=Path(self._home.root, "run", "local-model.log"),
@@ -312,9 +320,17 @@ class AgentWorkers:
             except LocalModelError as exc:
                 self.provider_problem = f"the embedded local model did not start: {exc}"
                 self._use_local = False  # said once; a restart of the core tries again
+                self._local_status = LocalModelStatus(
+                    0, WorkerState.FAILED, attempt_ns, _first_line(exc)
+                )
                 log.exception("%s", self.provider_problem)
                 return
-            self._local = endpoint
+            detail = f"{endpoint.model} on {endpoint.base_url}"
+            if endpoint.degraded:
+                detail += f" (degraded: {'; '.join(endpoint.degraded)})"
+            self._local_status = LocalModelStatus(
+                endpoint.pid, WorkerState.RUNNING, endpoint.started_ns, detail
+            )
             log.info(
                 "embedded local model %s serving on %s (pid %d)",
                 endpoint.model,
@@ -345,27 +361,20 @@ class AgentWorkers:
             if self.provider is None:  # before it was ready: the starter reports it
                 raise
             self.provider_problem = f"the embedded local model stopped: {exc}"
-            self._local_ended = f"{exc}".split("\n", 1)[0]
+            self._local_ended(WorkerState.FAILED, _first_line(exc))
             log.exception("%s", self.provider_problem)
         finally:
-            if self._local is not None and not self._local_ended:
-                self._local_ended = "stopped with the core"
+            self._local_ended(WorkerState.STOPPED, "stopped with the core")
+
+    def _local_ended(self, state: WorkerState, detail: str) -> None:
+        status = self._local_status
+        if status is not None and status.state is WorkerState.RUNNING:
+            self._local_status = LocalModelStatus(0, state, status.started_ns, detail)
 
     def local_model_status(self) -> LocalModelStatus | None:
-        """The local model server, once it was started; None before."""
-        endpoint = self._local
-        if endpoint is None:
-            return None
-        running = not self._local_ended
-        detail = f"{endpoint.model} on {endpoint.base_url}" if running else self._local_ended
-        if running and endpoint.degraded:
-            detail += f" (degraded: {'; '.join(endpoint.degraded)})"
-        return LocalModelStatus(
-            pid=endpoint.pid if running else 0,
-            running=running,
-            started_ns=endpoint.started_ns,
-            detail=detail,
-        )
+        """The local model server once a turn needed it (None before): running,
+        failed to start or crashed, or stopped with the core."""
+        return self._local_status
 
     async def complete(self, request_b64: str, timeout_s: float) -> str:
         """The provider's result JSON for one base64 ChatRequest."""

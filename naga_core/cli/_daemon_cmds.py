@@ -286,6 +286,7 @@ _DETAIL_LABELS = {
     ("gateway", "running"): "console",
     (LOCAL_MODEL_ROLE, "running"): "serving",
     (LOCAL_MODEL_ROLE, "stopped"): "ended",
+    (LOCAL_MODEL_ROLE, "failed"): "failed",
 }
 
 

@@ -145,7 +145,7 @@ def agent_rows(workers: AgentWorkers) -> list[cpb.ProcessStatus]:
             cpb.ProcessStatus(
                 role=LOCAL_MODEL_ROLE,
                 pid=local.pid,
-                state=cpb.PROCESS_STATE_RUNNING if local.running else cpb.PROCESS_STATE_STOPPED,
+                state=_PROCESS_STATES[local.state],
                 started_ns=local.started_ns,
                 detail=local.detail,
             )
