@@ -66,9 +66,13 @@ def test_ready_when_the_model_is_listed_sandboxed_and_stopped_on_exit(tmp_path: 
         async with local_model(_settings(tmp_path, "answer")) as endpoint:
             pidfd = os.pidfd_open(endpoint.pid)
             status = proc_status(endpoint.pid)
+            namespaces = _namespaces(endpoint.pid)
             async with httpx.AsyncClient(trust_env=False) as client:
                 listed = (await client.get(f"{endpoint.base_url}/models")).json()
             assert not _gone(pidfd, 0)
+        # Its own network and mount namespaces (as root, no user namespace).
+        assert namespaces["net"] != os.readlink("/proc/self/ns/net")
+        assert namespaces["mnt"] != os.readlink("/proc/self/ns/mnt")
         return endpoint, pidfd, listed, status
 
     endpoint, pidfd, listed, status = trio.run(main)
@@ -254,3 +258,26 @@ def test_the_server_gets_a_scrubbed_environment(
 async def _enter(settings: LocalModelSettings) -> None:
     async with local_model(settings):
         pass
+
+
+def test_the_unprivileged_path_serves_the_inherited_socket_too(tmp_path: Path) -> None:
+    # Without root the child enters a user namespace with its network one;
+    # the socket the core bound still belongs to the host's network.
+    unprivileged = dataclasses.replace(sandbox.detect(), root=False)
+
+    async def main() -> tuple[dict[str, object], dict[str, str]]:
+        async with (
+            local_model(_settings(tmp_path, "answer", kernel=unprivileged)) as endpoint,
+            httpx.AsyncClient(trust_env=False) as client,
+        ):
+            listed = (await client.get(f"{endpoint.base_url}/models")).json()
+            return listed, _namespaces(endpoint.pid)
+
+    listed, namespaces = trio.run(main)
+    assert listed["data"] == [{"id": "fake-model"}]
+    assert namespaces["user"] != os.readlink("/proc/self/ns/user")
+    assert namespaces["net"] != os.readlink("/proc/self/ns/net")
+
+
+def _namespaces(pid: int) -> dict[str, str]:
+    return {ns: os.readlink(f"/proc/{pid}/ns/{ns}") for ns in ("user", "net", "mnt")}
