@@ -262,6 +262,12 @@ def _launch(
         ) from e
 
 
+def _open_log(path: Path) -> IO[bytes]:
+    # 0600: what the server logs (templates, requests) is the owner's business.
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    return os.fdopen(fd, "ab")
+
+
 def _returncode(end: sandbox.Exit) -> int:
     if end.code is not None:
         return end.code
@@ -293,7 +299,7 @@ async def serve_local_model(
         # its read end when the core is gone, however it went.
         lifeline_r, lifeline_w = os.pipe()
         try:
-            with loopback_listener() as listener, log_path.open("ab") as log:
+            with loopback_listener() as listener, _open_log(log_path) as log:
                 port: int = listener.getsockname()[1]
                 started_ns = time.time_ns()
                 launch: Callable[[], sandbox.Sandboxed] = partial(

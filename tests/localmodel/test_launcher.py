@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -86,14 +87,18 @@ def test_ready_when_the_model_is_listed_sandboxed_and_stopped_on_exit(tmp_path: 
         assert (status["Seccomp"], status["NoNewPrivs"]) == ("2", "1")
         assert _gone(pidfd, 0), "the server outlived its block"
         assert "standin answering" in endpoint.log_path.read_text()
+        assert endpoint.log_path.stat().st_mode & 0o777 == 0o600
     finally:
         os.close(pidfd)
 
 
 def test_a_server_that_never_answers_times_out_with_its_log(tmp_path: Path) -> None:
     settings = _settings(tmp_path, "silent", ready_timeout_s=1.0)
+    started = time.monotonic()
     with pytest.raises(LocalModelNotReady) as caught:
         trio.run(_enter, settings)
+    elapsed = time.monotonic() - started
+    assert elapsed < 10, "the deadline held although the server accepted connections"
     assert "did not answer GET http://127.0.0.1:" in str(caught.value)
     assert "within 1 s" in str(caught.value)
     assert "standin silent on" in str(caught.value), "the log tail is in the error"
