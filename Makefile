@@ -45,7 +45,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-typecheck: $(STAMP)
+# After the [local] extra: naga_plugins/localmodel/llama.py imports llama_cpp.
+typecheck: $(LOCAL_STAMP)
 	$(BIN)/pyright
 
 pytest: $(LOCAL_STAMP)

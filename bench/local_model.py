@@ -9,7 +9,9 @@
 * a 64-token reply: wall time, completion tokens, tokens/s (prompt
   processing included, as a user waits for it);
 * a forced tool call: wall time and whether the arguments parsed;
-* CPU the idle server burns over ``--idle-s`` seconds after the requests.
+* CPU the idle server burns over ``--idle-s`` seconds after the requests;
+* its sandbox as ``/proc/PID/status`` shows it (seccomp mode, no_new_privs)
+  and the layers this kernel could not give.
 
 Needs ``make`` first (wheel built, [local] installed, model assembled)::
 
@@ -70,6 +72,13 @@ def _memory_mib(pid: int) -> dict[str, float]:
     }
 
 
+def _sandbox(pid: int) -> dict[str, str]:
+    status = dict(
+        line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return {"seccomp": status["Seccomp"].strip(), "no_new_privs": status["NoNewPrivs"].strip()}
+
+
 def _cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -87,6 +96,7 @@ async def run(settings: LocalModelSettings, idle_s: float) -> dict[str, Any]:
     async with local_model(settings) as endpoint:
         ready_s = time.monotonic() - started
         memory_ready = _memory_mib(endpoint.pid)
+        sandboxed = {**_sandbox(endpoint.pid), "degraded": list(endpoint.degraded)}
         async with httpx.AsyncClient(
             base_url=endpoint.base_url, timeout=300, trust_env=False
         ) as client:
@@ -132,6 +142,7 @@ async def run(settings: LocalModelSettings, idle_s: float) -> dict[str, Any]:
             "name": call["name"],
             "arguments": json.loads(call["arguments"]),
         },
+        "sandbox": sandboxed,
         "idle_cpu_s": round(idle_cpu, 3),
         "idle_s": idle_s,
     }

@@ -1,10 +1,9 @@
-"""The embedded default model: a local OpenAI-compatible server as a child process.
+"""The embedded default model: a local OpenAI-compatible server in a sandbox.
 
 With no provider configured, Naga still answers (SPEC section 4, L1): the
-core starts llama-cpp-python's server on loopback with the small instruct
-model from the cache (:mod:`naga_core._localmodel_assets`) and talks to it
-exactly as to any OpenAI-compatible provider: ``base_url`` + ``model``, no
-key. Usage::
+core starts llama-cpp-python's server with the small instruct model from the
+cache (:mod:`naga_core._localmodel_assets`) and talks to it exactly as to
+any OpenAI-compatible provider: ``base_url`` + ``model``, no key. Usage::
 
     async with local_model(LocalModelSettings.from_cache()) as endpoint:
         ...  # POST f"{endpoint.base_url}/chat/completions", model=endpoint.model
@@ -13,15 +12,20 @@ A supervisor runs :func:`serve_local_model` in its nursery instead
 (``await nursery.start(...)``), which also surfaces a server crash. Leaving
 the block, or cancelling the task, stops the server with SIGTERM and then
 SIGKILL after a grace period. Readiness is the server answering
-``GET /v1/models`` with the model's name, polled until a deadline; the server exiting first, or
-the deadline passing, raises with the end of the server's log.
+``GET /v1/models`` with the model's name, polled until a deadline; the
+server exiting first, or the deadline passing, raises with the end of the
+server's log.
 
-The child watches its parent (a pidfd) and stops when it is gone, so a
-core killed outright does not leave a model holding half a gigabyte; it
-runs in its own session (a terminal's Ctrl-C reaches the core, which stops
-it in order) and gets a scrubbed environment: llama-cpp-python's settings
-read environment variables such as ``API_KEY`` or ``N_GPU_LAYERS``, and nothing
-the owner's shell happens to export should change how the model is served.
+Like every process but the core, the server runs under the sandbox
+(``sandbox.Profile.model_server``; target
+``naga_plugins.localmodel.llama:main``): rlimits, no_new_privs, a private
+network and mount namespace, Landlock, a seccomp allowlist. The core binds
+the loopback socket it serves on and passes it in, so the server needs no
+network of its own; it gets the read end of a lifeline pipe and stops when
+the core is gone, so a core killed outright does not leave a model holding
+half a gigabyte; its environment is scrubbed (llama-cpp-python's settings
+read variables such as ``API_KEY`` or ``N_GPU_LAYERS``, and nothing the
+owner's shell exports should change how the model is served).
 """
 
 from __future__ import annotations
@@ -30,18 +34,19 @@ import importlib.util
 import os
 import signal
 import socket
-import subprocess
-import sys
 import tempfile
-from collections.abc import AsyncGenerator, Mapping
-from contextlib import asynccontextmanager
+import time
+from collections.abc import AsyncGenerator, Callable
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import IO, Any, cast
 
 import httpx
 import trio
 
+import sandbox
 from naga_core._localmodel_assets import (
     DEFAULT_MODEL,
     ChecksumMismatch,
@@ -52,34 +57,15 @@ from naga_core._localmodel_assets import (
     model_path,
     require_model,
 )
+from naga_core.supervisor import sandboxed, wait_exit
 
-#: Runs in the child before the server module: watch the parent process
-#: and stop when it is gone, optionally cap the address space, then become
-#: ``-m module``. Not PR_SET_PDEATHSIG: it fires when the parent *thread*
-#: exits, and trio spawns processes from worker threads that retire when
-#: idle, which killed a healthy server ten seconds in. A pidfd names the
-#: whole process; checking the parent after opening it closes the race with
-#: a parent that died during the fork.
-_BOOTSTRAP = """\
-import os, resource, runpy, select, signal, sys, threading, time
-parent = int(sys.argv[1])
-parent_fd = os.pidfd_open(parent)
-if os.getppid() != parent:
-    sys.exit("naga local model: parent gone before start")
-def orphaned():
-    select.select([parent_fd], [], [])
-    os.kill(os.getpid(), signal.SIGTERM)
-    time.sleep(float(sys.argv[2]))
-    os.kill(os.getpid(), signal.SIGKILL)
-threading.Thread(target=orphaned, name="naga-parent-watch", daemon=True).start()
-limit = int(sys.argv[3])
-if limit > 0:
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-module = sys.argv[4]
-sys.argv = [module, *sys.argv[5:]]
-runpy.run_module(module, run_name="__main__", alter_sys=True)
-"""
-
+#: The sandbox target that runs llama-cpp-python's server.
+SERVER_TARGET = "naga_plugins.localmodel.llama:main"
+#: The Python package that target needs (the ``[local]`` extra).
+SERVER_PACKAGE = "llama_cpp"
+#: Set in the server's environment (the only name its profile allows): idle
+#: OpenMP workers sleep instead of spinning on a shared CPU.
+_SERVER_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
 _LOG_TAIL_LINES = 30
 _POLL_FIRST_S = 0.05
 _POLL_MAX_S = 0.5
@@ -91,11 +77,22 @@ class LocalModelNotReady(LocalModelError):
 
 
 class LocalModelExited(LocalModelError):
-    """The server process exited before it was ready."""
+    """The server process ended, before it was ready or while serving.
 
-    def __init__(self, message: str, returncode: int) -> None:
+    ``returncode`` is its exit code, or minus the signal that ended it (as
+    in ``subprocess``); ``cause`` says how it ended in words (the seccomp
+    filter, an rlimit, a crash).
+    """
+
+    def __init__(self, message: str, returncode: int, cause: str = "") -> None:
         super().__init__(message)
         self.returncode = returncode
+        self.cause = cause
+
+
+class LocalModelSandboxFailed(LocalModelError):
+    """The server's sandbox could not be set up: a layer this kernel lacks
+    (and degraded mode not allowed), or a setup step that failed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +105,10 @@ class LocalModelEndpoint:
     model: str
     pid: int
     log_path: Path
+    #: When the server process started, nanoseconds since the Unix epoch.
+    started_ns: int = 0
+    #: Sandbox layers this kernel could not give (degraded mode only).
+    degraded: tuple[str, ...] = ()
 
 
 def _default_threads() -> int:
@@ -123,8 +124,6 @@ class LocalModelSettings:
     model_path: Path
     #: The name the server answers to (``--model_alias``).
     model_name: str
-    #: The interpreter that has llama-cpp-python[server] installed.
-    python: str = sys.executable
     #: A modest context keeps the KV cache (and so memory) small.
     n_ctx: int = 4096
     n_threads: int = field(default_factory=_default_threads)
@@ -132,17 +131,21 @@ class LocalModelSettings:
     chat_format: str | None = None
     ready_timeout_s: float = 120.0
     stop_grace_s: float = 5.0
-    #: RLIMIT_AS of the server process, 0 for none. The server maps about
-    #: 1.6-1.9 GiB at its peak with the default model and context (docs/adr/0005);
-    #: the cap leaves room for that and makes a runaway allocation fail in the
-    #: child instead of taking the machine's memory.
-    memory_limit_bytes: int = 4 << 30
+    #: RLIMIT_AS of the server. It maps 1.5-1.6 GiB at its peak with the
+    #: default model and context (docs/adr/0005); the limit leaves room for
+    #: that and makes a runaway allocation fail in the server instead of
+    #: taking the machine's memory.
+    memory_limit_bytes: int = sandbox.MODEL_SERVER_ADDRESS_SPACE
     #: Where the server's output goes; None: a temporary file removed on exit.
     log_path: Path | None = None
-    #: The module run as ``python -m``; tests swap in a stand-in server.
-    server_module: str = "llama_cpp.server"
-    #: Added to the scrubbed environment (e.g. ``PYTHONPATH`` for a stand-in).
-    extra_env: Mapping[str, str] = field(default_factory=dict[str, str])
+    #: The server's one writable directory; None: a temporary one.
+    work_dir: Path | None = None
+    #: Run with the sandbox layers this kernel has, when some are missing.
+    allow_degraded: bool = False
+    #: What this kernel offers (``sandbox.detect()``); None: detect at launch.
+    kernel: sandbox.KernelReport | None = None
+    #: The sandbox target (``module:function``); tests swap in a stand-in.
+    server_target: str = SERVER_TARGET
 
     @classmethod
     def from_cache(
@@ -154,52 +157,46 @@ class LocalModelSettings:
         require_model(path, spec)
         return cls(model_path=path, model_name=spec.name, **overrides)
 
-    def server_args(self, port: int) -> list[str]:
+    def server_args(self) -> list[str]:
+        """``llama_cpp.server``'s arguments (it serves the socket it is given)."""
         args = [
             "--model", str(self.model_path),
             "--model_alias", self.model_name,
-            "--host", "127.0.0.1",
-            "--port", str(port),
             "--n_ctx", str(self.n_ctx),
             "--n_threads", str(self.n_threads),
             "--n_threads_batch", str(self.n_threads),
             # True keeps logits for every prompt position: 2-3 GB for nothing.
             "--logits_all", "False",
             "--n_gpu_layers", "0",
+            # Pinning the model in RAM is the sandbox's to refuse (seccomp
+            # denies mlock); not asking keeps a warning out of the log.
+            "--use_mlock", "False",
         ]  # fmt: skip
         if self.chat_format is not None:
             args += ["--chat_format", self.chat_format]
         return args
 
-
-def server_command(settings: LocalModelSettings, port: int) -> list[str]:
-    """The child's command line: the bootstrap above, then the server module."""
-    return [
-        settings.python, "-c", _BOOTSTRAP,
-        str(os.getpid()), repr(settings.stop_grace_s), str(settings.memory_limit_bytes),
-        settings.server_module, *settings.server_args(port),
-    ]  # fmt: skip
-
-
-def free_loopback_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (the server binds it next)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    def profile(self, work_dir: Path) -> sandbox.Profile:
+        """The server's sandbox: reads the model's directory, writes ``work_dir``."""
+        return sandbox.Profile.model_server(
+            self.model_path.parent,
+            work_dir=work_dir,
+            rlimits=sandbox.Rlimits(
+                address_space=self.memory_limit_bytes,
+                open_files=256,
+                file_size=sandbox.MODEL_SERVER_LOG_LIMIT,
+            ),
+            allow_degraded=self.allow_degraded,
+        )
 
 
-def _child_env(extra: Mapping[str, str]) -> dict[str, str]:
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": os.environ.get("HOME", "/"),
-        "LANG": "C.UTF-8",
-        # Idle OpenMP workers sleep instead of spinning on a shared CPU.
-        "OMP_WAIT_POLICY": "PASSIVE",
-        "PYTHONUNBUFFERED": "1",
-    }
-    env.update(extra)
-    return env
+def loopback_listener() -> socket.socket:
+    """A TCP socket listening on a free port of 127.0.0.1, for the server.
+
+    Bound here, not by the server: no port can be taken between choosing it
+    and binding it, and the sandbox needs no right to bind.
+    """
+    return socket.create_server(("127.0.0.1", 0), backlog=64)
 
 
 def log_tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
@@ -214,15 +211,67 @@ def log_tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+_RUN_MAKE = "run `make` to install the [local] extra"
+
+
 def _check_server_installed(settings: LocalModelSettings) -> None:
-    if settings.python != sys.executable:
-        return  # another interpreter: its own import error lands in the log
-    top = settings.server_module.partition(".")[0]
-    if importlib.util.find_spec(top) is None:
-        raise LocalModelError(
-            f"the local model server ({settings.server_module}) is not installed in "
-            f"{sys.prefix}; run `make` to install the [local] extra"
+    module = settings.server_target.partition(":")[0]
+    needed = [module.partition(".")[0]]
+    if settings.server_target == SERVER_TARGET:
+        needed.append(SERVER_PACKAGE)
+    for top in needed:
+        if importlib.util.find_spec(top) is None:
+            raise LocalModelError(
+                f"the local model server ({settings.server_target}) needs {top}, which is "
+                f"not installed in this environment; {_RUN_MAKE}"
+            )
+
+
+def _launch(
+    settings: LocalModelSettings,
+    *,
+    work_dir: Path,
+    listener: socket.socket,
+    lifeline: int,
+    log: IO[bytes],
+    log_path: Path,
+) -> sandbox.Sandboxed:
+    """Start the sandboxed server (blocking: in a thread); it serves ``listener``."""
+    args = [str(lifeline), str(listener.fileno()), repr(settings.stop_grace_s)]
+    try:
+        return sandbox.launch(
+            settings.profile(work_dir),
+            settings.server_target,
+            [*args, *settings.server_args()],
+            pass_fds=[lifeline, listener.fileno()],
+            env=_SERVER_ENV,
+            stdout=log,
+            stderr=log,
+            kernel=settings.kernel,
+            ready_timeout=settings.ready_timeout_s,
         )
+    except sandbox.LayerUnavailable as e:
+        raise LocalModelSandboxFailed(f"the local model server cannot be sandboxed: {e}") from e
+    except sandbox.ProfileInvalid as e:
+        raise LocalModelSandboxFailed(f"the local model server's sandbox is invalid: {e}") from e
+    except sandbox.LaunchFailed as e:
+        hint = f"; {_RUN_MAKE}" if "ModuleNotFoundError" in e.detail else ""
+        raise LocalModelSandboxFailed(
+            f"the local model server did not start in its sandbox: {e}{hint}; "
+            f"the end of its log ({log_path}):\n{log_tail(log_path)}"
+        ) from e
+
+
+def _open_log(path: Path) -> IO[bytes]:
+    # 0600: what the server logs (templates, requests) is the owner's business.
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    return os.fdopen(fd, "ab")
+
+
+def _returncode(end: sandbox.Exit) -> int:
+    if end.code is not None:
+        return end.code
+    return -(end.signal or 0)
 
 
 async def serve_local_model(
@@ -234,7 +283,8 @@ async def serve_local_model(
     answers. For a supervisor: ``endpoint = await nursery.start(serve_local_model, s)``.
 
     Raises :class:`LocalModelExited` if the server exits by itself, before
-    or after it was ready, so the supervising nursery learns of a crash.
+    or after it was ready, so the supervising nursery learns of a crash;
+    :class:`LocalModelSandboxFailed` when its sandbox cannot be set up.
     Cancelling stops it: SIGTERM, then SIGKILL after ``stop_grace_s``.
     """
     if not settings.model_path.is_file():
@@ -243,35 +293,80 @@ async def serve_local_model(
     with tempfile.TemporaryDirectory(prefix="naga-localmodel-") as tmp:
         log_path = settings.log_path or Path(tmp) / "server.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        port = free_loopback_port()
-        with log_path.open("ab") as log:
-            process = await trio.lowlevel.open_process(
-                server_command(settings, port),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=_child_env(settings.extra_env),
-                start_new_session=True,
-            )
-        # This task owns the process: whatever ends it (cancellation, a
-        # failed start, the server's own exit) goes through the stop below.
+        work_dir = settings.work_dir or Path(tmp) / "work"
+        work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Only the core holds the write end: the server sees end-of-file on
+        # its read end when the core is gone, however it went.
+        lifeline_r, lifeline_w = os.pipe()
         try:
-            base_url = f"http://127.0.0.1:{port}/v1"
-            await _await_ready(process, base_url, settings, log_path)
-            task_status.started(
-                LocalModelEndpoint(
-                    base_url=base_url, model=settings.model_name, pid=process.pid, log_path=log_path
+            with loopback_listener() as listener, _open_log(log_path) as log:
+                port: int = listener.getsockname()[1]
+                started_ns = time.time_ns()
+                launch: Callable[[], sandbox.Sandboxed] = partial(
+                    _launch,
+                    settings,
+                    work_dir=work_dir,
+                    listener=listener,
+                    lifeline=lifeline_r,
+                    log=log,
+                    log_path=log_path,
                 )
-            )
-            returncode = await process.wait()
-            raise LocalModelExited(
-                f"the local model server exited with status {returncode} while serving; "
-                f"the end of its log ({log_path}):\n{log_tail(log_path)}",
-                returncode,
-            )
+                try:
+                    async with sandboxed(launch) as server:
+                        # The server holds its own copies; ours would keep
+                        # the lifeline open and the port bound after it ends.
+                        os.close(lifeline_r)
+                        lifeline_r = -1
+                        listener.close()
+                        await _run(
+                            server,
+                            settings,
+                            port=port,
+                            log_path=log_path,
+                            started_ns=started_ns,
+                            task_status=task_status,
+                        )
+                finally:
+                    if lifeline_r != -1:
+                        os.close(lifeline_r)
         finally:
-            with trio.CancelScope(shield=True):
-                await _stop(process, settings.stop_grace_s)
+            os.close(lifeline_w)
+
+
+async def _run(
+    server: sandbox.Sandboxed,
+    settings: LocalModelSettings,
+    *,
+    port: int,
+    log_path: Path,
+    started_ns: int,
+    task_status: trio.TaskStatus[LocalModelEndpoint],
+) -> None:
+    # This task owns the process: whatever ends it (cancellation, a failed
+    # start, the server's own exit) goes through the stop below.
+    try:
+        base_url = f"http://127.0.0.1:{port}/v1"
+        await _await_ready(server, base_url, settings, log_path)
+        task_status.started(
+            LocalModelEndpoint(
+                base_url=base_url,
+                model=settings.model_name,
+                pid=server.pid,
+                log_path=log_path,
+                started_ns=started_ns,
+                degraded=tuple(str(d) for d in server.degraded),
+            )
+        )
+        end = await wait_exit(server)
+        raise LocalModelExited(
+            f"the local model server {end} while serving; "
+            f"the end of its log ({log_path}):\n{log_tail(log_path)}",
+            _returncode(end),
+            end.cause,
+        )
+    finally:
+        with trio.CancelScope(shield=True):
+            await _stop(server, settings.stop_grace_s)
 
 
 @asynccontextmanager
@@ -297,35 +392,36 @@ async def local_model(settings: LocalModelSettings) -> AsyncGenerator[LocalModel
         raise failure
 
 
-async def _stop(process: trio.Process, grace_s: float) -> None:
+async def _stop(server: sandbox.Sandboxed, grace_s: float) -> None:
     """SIGTERM (uvicorn shuts down cleanly), SIGKILL if still there after the grace."""
-    if process.returncode is None:
-        process.send_signal(signal.SIGTERM)
+    if server.poll() is None:
+        with suppress(ProcessLookupError):
+            os.kill(server.pid, signal.SIGTERM)
         with trio.move_on_after(grace_s):
-            await process.wait()
-        if process.returncode is None:
-            process.kill()
-    await process.wait()
+            await wait_exit(server)
+    server.kill()  # reaps; SIGKILL only if it is still running
 
 
 async def _await_ready(
-    process: trio.Process, base_url: str, settings: LocalModelSettings, log_path: Path
+    server: sandbox.Sandboxed, base_url: str, settings: LocalModelSettings, log_path: Path
 ) -> None:
     ready = False
     with trio.move_on_after(settings.ready_timeout_s):
         async with trio.open_nursery() as race:
-            race.start_soon(_cancel_on_exit, process, race.cancel_scope)
+            race.start_soon(_cancel_on_exit, server, race.cancel_scope)
             await _poll_models(base_url, settings.model_name)
             ready = True
             race.cancel_scope.cancel()
     if ready:
         return
     tail = log_tail(log_path)
-    if process.returncode is not None:
+    end = server.poll()
+    if end is not None:
         raise LocalModelExited(
-            f"the local model server exited with status {process.returncode} before it "
-            f"was ready; the end of its log ({log_path}):\n{tail}",
-            process.returncode,
+            f"the local model server {end} before it was ready; "
+            f"the end of its log ({log_path}):\n{tail}",
+            _returncode(end),
+            end.cause,
         )
     raise LocalModelNotReady(
         f"the local model server did not answer GET {base_url}/models within "
@@ -333,8 +429,8 @@ async def _await_ready(
     )
 
 
-async def _cancel_on_exit(process: trio.Process, scope: trio.CancelScope) -> None:
-    await process.wait()
+async def _cancel_on_exit(server: sandbox.Sandboxed, scope: trio.CancelScope) -> None:
+    await wait_exit(server)
     scope.cancel()
 
 
@@ -387,10 +483,12 @@ __all__ = [
     "ModelMissing",
     "ModelSpec",
     "cache_root",
-    "free_loopback_port",
+    "LocalModelSandboxFailed",
+    "SERVER_PACKAGE",
+    "SERVER_TARGET",
     "local_model",
     "log_tail",
+    "loopback_listener",
     "model_path",
     "serve_local_model",
-    "server_command",
 ]

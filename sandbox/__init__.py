@@ -1,8 +1,8 @@
 """Process isolation for Naga's sandboxed processes (SPEC section 1).
 
-The gateway, every agent executor and every plugin run as separate processes
-under rlimits, no_new_privs, namespaces, Landlock and a default-deny seccomp
-filter. :class:`Profile` says what one kind of process may do;
+The gateway, every agent executor, every plugin and the embedded model
+server run as separate processes under rlimits, no_new_privs, namespaces,
+Landlock and a default-deny seccomp filter. :class:`Profile` says what one kind of process may do;
 :func:`launch` starts a target under it; :func:`detect` reports what this
 kernel offers. Design and threat model: docs/design/sandbox.md.
 
@@ -16,6 +16,8 @@ from sandbox._plan import Degradation
 from sandbox._policy import Action, ArgCheck, Compare, Rule, SeccompPolicy
 from sandbox._profile import (
     CORE_SOCKET_ENV,
+    MODEL_SERVER_ADDRESS_SPACE,
+    MODEL_SERVER_LOG_LIMIT,
     TOKEN_ENV,
     Egress,
     Kind,
@@ -46,6 +48,8 @@ __all__ = [
     "LaunchFailed",
     "Layer",
     "LayerUnavailable",
+    "MODEL_SERVER_ADDRESS_SPACE",
+    "MODEL_SERVER_LOG_LIMIT",
     "NetworkPolicy",
     "Profile",
     "ProfileInvalid",

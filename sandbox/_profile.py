@@ -2,8 +2,9 @@
 
 A profile is plain frozen data built through one named constructor per
 process kind (:meth:`Profile.gateway`, :meth:`Profile.executor`,
-:meth:`Profile.plugin`). It says nothing about how the layers are applied;
-the launcher turns it into a plan for the kernel at hand.
+:meth:`Profile.plugin`, :meth:`Profile.model_server`). It says nothing about
+how the layers are applied; the launcher turns it into a plan for the kernel
+at hand.
 """
 
 from __future__ import annotations
@@ -63,12 +64,18 @@ DEVICES = ("/dev/null",)
 
 _MIB = 1 << 20
 _GIB = 1 << 30
+#: RLIMIT_AS of the model server by default; see :meth:`Profile.model_server`.
+MODEL_SERVER_ADDRESS_SPACE = 3 * _GIB
+#: RLIMIT_FSIZE of the model server by default: its log (its stdout) grows
+#: by a few lines per request for as long as the core runs.
+MODEL_SERVER_LOG_LIMIT = 1 * _GIB
 
 
 class Kind(enum.Enum):
     GATEWAY = "gateway"
     EXECUTOR = "executor"
     PLUGIN = "plugin"
+    MODEL_SERVER = "model_server"
 
 
 class NetworkPolicy(enum.Enum):
@@ -81,10 +88,14 @@ class NetworkPolicy(enum.Enum):
     EGRESS = "egress"
     #: The host network, TCP bind only to the listed port, no TCP connect.
     LISTEN = "listen"
+    #: A private network namespace; it serves on a listening socket the
+    #: launcher bound and passed in (sockets keep the namespace they were
+    #: made in), and cannot make a TCP socket of its own: no bind, no connect.
+    ACCEPT = "accept"
 
     @property
     def private_netns(self) -> bool:
-        return self in (NetworkPolicy.NONE, NetworkPolicy.CORE_ONLY)
+        return self in (NetworkPolicy.NONE, NetworkPolicy.CORE_ONLY, NetworkPolicy.ACCEPT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +195,7 @@ def _existing(paths: Iterable[str]) -> tuple[str, ...]:
 @dataclass(frozen=True, slots=True)
 class Profile:
     """Everything one kind of sandboxed process is allowed; build it with
-    :meth:`gateway`, :meth:`executor` or :meth:`plugin`."""
+    :meth:`gateway`, :meth:`executor`, :meth:`plugin` or :meth:`model_server`."""
 
     kind: Kind
     rlimits: Rlimits
@@ -292,6 +303,52 @@ class Profile:
             seccomp=_syscalls.plugin_policy(egress=bool(egress)),
             allow_degraded=allow_degraded,
         )
+
+    @classmethod
+    def model_server(
+        cls,
+        model_dir: str | os.PathLike[str],
+        *,
+        work_dir: str | os.PathLike[str] | None = None,
+        rlimits: Rlimits | None = None,
+        read_only: Sequence[str | os.PathLike[str]] = (),
+        allow_degraded: bool = False,
+    ) -> Profile:
+        """The embedded local model server (llama.cpp behind uvicorn): reads
+        ``model_dir``, answers HTTP on a listening socket the launcher passes
+        in (``pass_fds``), and has no network of its own and no core socket.
+
+        The address-space default covers llama.cpp with the 469 MiB model
+        mmapped, a 4096-token context and its threads (1.5-1.6 GiB at its
+        peak, measured: docs/design/sandbox.md) with room to spare; the file-size limit
+        bounds the log it writes through its stdout.
+        """
+        directory = _absolute(model_dir, "model directory")
+        if not os.path.isdir(directory):
+            raise ProfileInvalid(
+                f"model directory does not exist or is not a directory: {directory}"
+            )
+        profile = cls._build(
+            Kind.MODEL_SERVER,
+            rlimits
+            or Rlimits(
+                address_space=MODEL_SERVER_ADDRESS_SPACE,
+                open_files=256,
+                file_size=MODEL_SERVER_LOG_LIMIT,
+            ),
+            read_only=(directory, *read_only),
+            work_dir=None,
+            network=NetworkPolicy.ACCEPT,
+            bind_ports=(),
+            egress=(),
+            core_socket=None,
+            seccomp=_syscalls.model_server_policy(),
+            allow_degraded=allow_degraded,
+        )
+        # OpenMP reads its wait policy when llama.cpp's library loads, before
+        # the target runs: PASSIVE keeps idle workers from spinning on a CPU.
+        profile = replace(profile, env_allowed=frozenset({"OMP_WAIT_POLICY"}))
+        return profile if work_dir is None else profile.with_work_dir(work_dir)
 
     @classmethod
     def _build(

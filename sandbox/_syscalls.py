@@ -272,6 +272,18 @@ _DNS: list[Rule] = [
 
 _LISTEN: list[Rule] = allow("bind listen accept accept4", "serving on the port Landlock allows")
 
+_ACCEPT: list[Rule] = [
+    *allow(
+        "listen accept accept4",
+        "serving on the listening socket it was handed (it cannot make one)",
+    ),
+    *deny(
+        "mlock mlock2 mlockall",
+        "llama.cpp pins the model when it can: locked memory is never reclaimed under"
+        " pressure; the server is told not to ask (--use_mlock False)",
+    ),
+]
+
 
 def executor_policy() -> SeccompPolicy:
     """No network at all: Unix sockets to the core only."""
@@ -281,6 +293,12 @@ def executor_policy() -> SeccompPolicy:
 def plugin_policy(*, egress: bool) -> SeccompPolicy:
     """A plugin: like an executor, plus TCP and DNS when it has egress."""
     return SeccompPolicy(tuple(_BASE + (_NETWORK_CLIENT + _DNS if egress else [])))
+
+
+def model_server_policy() -> SeccompPolicy:
+    """The local model server: accepts on an inherited socket; no socket of its own
+    but Unix ones (event-loop wake-ups)."""
+    return SeccompPolicy(tuple(_BASE + _ACCEPT))
 
 
 def gateway_policy() -> SeccompPolicy:

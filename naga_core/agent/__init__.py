@@ -13,7 +13,7 @@ from naga_core.agent._errors import (
 )
 from naga_core.agent._sessions import KINDS as TRACE_KINDS
 from naga_core.agent._turn import Running, TurnCursor
-from naga_core.agent._workers import AgentWorkers
+from naga_core.agent._workers import LOCAL_MODEL_ROLE, AgentWorkers, LocalModelStatus
 
 __all__ = [
     "EXECUTOR_ROLE",
@@ -26,6 +26,8 @@ __all__ = [
     "AgentError",
     "AgentUnavailable",
     "AgentWorkers",
+    "LOCAL_MODEL_ROLE",
+    "LocalModelStatus",
     "Caller",
     "Core",
     "NoExecutor",

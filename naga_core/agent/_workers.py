@@ -1,5 +1,5 @@
-"""The executor pool and the model-provider worker: supervised workers on
-the plugin wire (naga_core.plugins.Worker), with their own sandboxes.
+"""The executor pool, the model-provider worker and the embedded local
+model server, each in its own sandbox.
 
 Executors run ``naga_plugins/executor`` in the executor profile (no
 network, the core's socket only); ``size`` of them are started with the
@@ -7,7 +7,10 @@ core and kept warm, and a turn takes an idle one. The provider worker runs
 ``naga_plugins.providers`` in a plugin profile whose only egress is the
 provider's host and port from providers.json; its manifest is written by
 the core (into ``$NAGA_HOME/work/provider``) because its egress is the
-configuration's.
+configuration's. With no providers.json, the local model server
+(:mod:`naga_core._localmodel`, the ``model_server`` sandbox profile) is
+started at the first turn that needs a model and the provider worker is
+pointed at it.
 """
 
 from __future__ import annotations
@@ -15,8 +18,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import time
 import urllib.parse
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import trio
 
@@ -70,6 +76,28 @@ max_length = 60000
 """
 
 
+#: The local model server's role in ``naga daemon status``.
+LOCAL_MODEL_ROLE = "local-model"
+
+
+@dataclass(frozen=True, slots=True)
+class LocalModelStatus:
+    """The local model server as ``naga daemon status`` shows it."""
+
+    #: 0 when it is not running.
+    pid: int
+    #: RUNNING, FAILED (it did not start, or it crashed) or STOPPED (with the core).
+    state: WorkerState
+    started_ns: int
+    #: While it runs: the model and where it answers; otherwise why it is not.
+    detail: str
+
+
+def _first_line(exc: BaseException) -> str:
+    # The rest is the server's log tail, which is in run/local-model.log.
+    return f"{exc}".split("\n", 1)[0]
+
+
 def _with_call_timeout(tuning: WorkerTuning, call_timeout_s: float) -> WorkerTuning:
     return dataclasses.replace(tuning, call_timeout_s=call_timeout_s)
 
@@ -103,6 +131,7 @@ class AgentWorkers:
         # turn that needs it (it holds ~700 MB; most cores never need it).
         self._use_local = False
         self._local_lock = trio.Lock()
+        self._local_status: LocalModelStatus | None = None
         self._nursery: trio.Nursery | None = None
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -277,16 +306,37 @@ class AgentWorkers:
             if self.provider is not None or not self._use_local:
                 return
             assert self._nursery is not None
+            attempt_ns = time.time_ns()
             try:
-                settings = LocalModelSettings.from_cache()
+                settings = LocalModelSettings.from_cache(
+                    log_path=Path(self._home.root, "run", "local-model.log"),
+                    work_dir=Path(self._home.root, "work", "local-model"),
+                    allow_degraded=self._tuning.allow_degraded,
+                    kernel=self._report,
+                )
                 endpoint: LocalModelEndpoint = await self._nursery.start(
                     self._serve_local_model, settings
                 )
             except LocalModelError as exc:
                 self.provider_problem = f"the embedded local model did not start: {exc}"
                 self._use_local = False  # said once; a restart of the core tries again
+                self._local_status = LocalModelStatus(
+                    0, WorkerState.FAILED, attempt_ns, _first_line(exc)
+                )
                 log.exception("%s", self.provider_problem)
                 return
+            detail = f"{endpoint.model} on {endpoint.base_url}"
+            if endpoint.degraded:
+                detail += f" (degraded: {'; '.join(endpoint.degraded)})"
+            self._local_status = LocalModelStatus(
+                endpoint.pid, WorkerState.RUNNING, endpoint.started_ns, detail
+            )
+            log.info(
+                "embedded local model %s serving on %s (pid %d)",
+                endpoint.model,
+                endpoint.base_url,
+                endpoint.pid,
+            )
             local = Provider(
                 name="local",
                 api="openai",
@@ -311,7 +361,20 @@ class AgentWorkers:
             if self.provider is None:  # before it was ready: the starter reports it
                 raise
             self.provider_problem = f"the embedded local model stopped: {exc}"
+            self._local_ended(WorkerState.FAILED, _first_line(exc))
             log.exception("%s", self.provider_problem)
+        finally:
+            self._local_ended(WorkerState.STOPPED, "stopped with the core")
+
+    def _local_ended(self, state: WorkerState, detail: str) -> None:
+        status = self._local_status
+        if status is not None and status.state is WorkerState.RUNNING:
+            self._local_status = LocalModelStatus(0, state, status.started_ns, detail)
+
+    def local_model_status(self) -> LocalModelStatus | None:
+        """The local model server once a turn needed it (None before): running,
+        failed to start or crashed, or stopped with the core."""
+        return self._local_status
 
     async def complete(self, request_b64: str, timeout_s: float) -> str:
         """The provider's result JSON for one base64 ChatRequest."""
@@ -334,4 +397,4 @@ class AgentWorkers:
         return rows
 
 
-__all__ = ["EXECUTOR_DIR", "AgentWorkers"]
+__all__ = ["EXECUTOR_DIR", "LOCAL_MODEL_ROLE", "AgentWorkers", "LocalModelStatus"]

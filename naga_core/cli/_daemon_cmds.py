@@ -24,6 +24,7 @@ from naga.sdk.errors import CoreUnavailable, SdkError
 from naga.v1 import core_pb2 as cpb
 from naga_core._home import Home
 from naga_core._sdnotify import take_notify_environ
+from naga_core.agent import LOCAL_MODEL_ROLE
 from naga_core.cli._output import Outcome
 from naga_core.daemon import (
     CoreConfig,
@@ -280,6 +281,15 @@ _STATE_WORDS = {
 }
 
 
+#: What a row's detail is, by role and state, where it is not a past failure.
+_DETAIL_LABELS = {
+    ("gateway", "running"): "console",
+    (LOCAL_MODEL_ROLE, "running"): "serving",
+    (LOCAL_MODEL_ROLE, "stopped"): "ended",
+    (LOCAL_MODEL_ROLE, "failed"): "failed",
+}
+
+
 def status(_args: argparse.Namespace, home: Home) -> Outcome:
     try:
         with Client.connect(home.root) as client:
@@ -310,9 +320,7 @@ def status(_args: argparse.Namespace, home: Home) -> Outcome:
             f"{p['started'] or '-'}"
         )
         if p["detail"]:
-            label = (
-                "console" if p["role"] == "gateway" and p["state"] == "running" else "last failure"
-            )
+            label = _DETAIL_LABELS.get((str(p["role"]), str(p["state"])), "last failure")
             lines.append(f"  {label}: {p['detail']}")
     lines += [f"socket: {st.socket}", f"ledger: {st.ledger_size} records"]
     data = {

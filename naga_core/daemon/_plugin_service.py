@@ -19,7 +19,7 @@ from naga.constants import (
 from naga.plugin import kind_to_proto, risk_to_proto
 from naga.v1 import core_pb2 as cpb
 from naga.v1 import plugin_service_pb2 as spb
-from naga_core.agent import AgentWorkers
+from naga_core.agent import LOCAL_MODEL_ROLE, AgentWorkers
 from naga_core.daemon import _checks
 from naga_core.daemon._auth import Principal
 from naga_core.daemon._bridge import AsyncUnary, Method, Unary
@@ -136,8 +136,21 @@ def process_rows(host: PluginHost) -> list[cpb.ProcessStatus]:
 
 
 def agent_rows(workers: AgentWorkers) -> list[cpb.ProcessStatus]:
-    """One row per executor of the pool and for the model-provider worker."""
-    return [_row(w, role) for role, w in workers.pids()]
+    """One row per executor of the pool, for the model-provider worker, and for
+    the embedded local model server once it was started."""
+    rows = [_row(w, role) for role, w in workers.pids()]
+    local = workers.local_model_status()
+    if local is not None:
+        rows.append(
+            cpb.ProcessStatus(
+                role=LOCAL_MODEL_ROLE,
+                pid=local.pid,
+                state=_PROCESS_STATES[local.state],
+                started_ns=local.started_ns,
+                detail=local.detail,
+            )
+        )
+    return rows
 
 
 def _row(worker: Worker, role: str | None = None) -> cpb.ProcessStatus:

@@ -1,7 +1,9 @@
-"""Stand-ins for llama_cpp.server, run by the real launcher as ``-m`` modules.
+"""Stand-ins for the llama server, run by the real launcher in the real
+``model_server`` sandbox as targets (``tests.localmodel._standin:answer``).
 
-They take the same command line (``--port``, ``--model_alias``, ...) and
-misbehave in one chosen way, selected by ``NAGA_STANDIN``:
+They take the same argument list as ``naga_plugins.localmodel.llama:main``
+(lifeline, listening socket, grace, then the server's flags, of which they
+read ``--model_alias``) and misbehave in one chosen way, one target each:
 
 - ``answer``: serve ``GET /v1/models`` listing the alias (a working server);
 - ``silent``: accept connections and never answer;
@@ -16,19 +18,28 @@ import json
 import os
 import signal
 import socket
-import sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
+from naga_plugins.localmodel import serve
 
-def _args() -> argparse.Namespace:
+
+class _Inherited(HTTPServer):
+    # The constructor makes a socket before we swap in the inherited one;
+    # the sandbox allows only Unix ones.
+    address_family = socket.AF_UNIX
+
+
+def _alias(args: list[str]) -> str:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--model_alias", required=True)
-    args, _ = parser.parse_known_args()
-    return args
+    known, _ = parser.parse_known_args(args)
+    alias: str = known.model_alias
+    return alias
 
 
-def _answer(port: int, alias: str) -> None:
+def _answer(listener: socket.socket, args: list[str]) -> int:
+    alias = _alias(args)
+
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             # The environment's names ride along, for the scrubbing test.
@@ -40,32 +51,43 @@ def _answer(port: int, alias: str) -> None:
             self.end_headers()
             self.wfile.write(body)
 
-    server = HTTPServer(("127.0.0.1", port), Handler)
-    print(f"standin answering on {port}", flush=True)
+    server = _Inherited(listener.getsockname(), Handler, bind_and_activate=False)
+    server.socket.close()
+    server.socket = listener
+    print(f"standin answering on {listener.getsockname()[1]}", flush=True)
     server.serve_forever()
+    return 0
 
 
-def _silent(port: int) -> None:
-    listener = socket.create_server(("127.0.0.1", port))
-    print(f"standin silent on {port}", flush=True)
+def _silent(listener: socket.socket, _args: list[str]) -> int:
+    print(f"standin silent on {listener.getsockname()[1]}", flush=True)
     held: list[socket.socket] = []
     while True:
         conn, _ = listener.accept()
         held.append(conn)  # kept open, never read or answered
 
 
-def main() -> None:
-    args = _args()
-    mode = os.environ["NAGA_STANDIN"]
-    if mode == "exit":
-        print("standin: cannot load the model (on purpose)", flush=True)
-        sys.exit(3)
-    if mode == "silent":
-        _silent(args.port)
-    if mode == "stubborn":
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    _answer(args.port, args.model_alias)
+def _exit(_listener: socket.socket, _args: list[str]) -> int:
+    print("standin: cannot load the model (on purpose)", flush=True)
+    return 3
 
 
-if __name__ == "__main__":
-    main()
+def _stubborn(listener: socket.socket, args: list[str]) -> int:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    return _answer(listener, args)
+
+
+def answer(args: list[str]) -> int:
+    return serve(args, _answer)
+
+
+def silent(args: list[str]) -> int:
+    return serve(args, _silent)
+
+
+def exit_(args: list[str]) -> int:
+    return serve(args, _exit)
+
+
+def stubborn(args: list[str]) -> int:
+    return serve(args, _stubborn)

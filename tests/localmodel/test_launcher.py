@@ -1,6 +1,7 @@
 """The server's life cycle, with stand-in servers (tests/localmodel/_standin.py)
-run by the real launcher: readiness, the two ways of failing to become
-ready, stopping (SIGTERM, then SIGKILL), and dying with the parent."""
+run by the real launcher in the real ``model_server`` sandbox: readiness, the
+ways of failing to become ready, stopping (SIGTERM, then SIGKILL), dying
+with the parent, and the sandbox it runs in."""
 
 from __future__ import annotations
 
@@ -19,32 +20,37 @@ import httpx
 import pytest
 import trio
 
+import sandbox
+from naga_core import _localmodel
 from naga_core._localmodel import (
     LocalModelEndpoint,
     LocalModelError,
     LocalModelExited,
     LocalModelNotReady,
+    LocalModelSandboxFailed,
     LocalModelSettings,
     ModelMissing,
-    free_loopback_port,
     local_model,
+    loopback_listener,
     serve_local_model,
-    server_command,
 )
+from naga_core.supervisor import proc_status
 
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = "tests.localmodel._standin"
 
 
 def _settings(tmp_path: Path, mode: str, **overrides: Any) -> LocalModelSettings:
-    model = tmp_path / "fake.gguf"
+    models = tmp_path / "models"
+    models.mkdir(exist_ok=True)
+    model = models / "fake.gguf"
     model.write_bytes(b"GGUF")
     base = LocalModelSettings(
         model_path=model,
         model_name="fake-model",
-        server_module=STANDIN,
-        extra_env={"PYTHONPATH": str(REPO), "NAGA_STANDIN": mode},
+        server_target=f"{STANDIN}:{mode}",
         log_path=tmp_path / "server.log",
+        work_dir=tmp_path / "work",
         ready_timeout_s=30.0,
     )
     return dataclasses.replace(base, **overrides)
@@ -56,23 +62,32 @@ def _gone(pidfd: int, timeout_s: float) -> bool:
     return bool(readable)
 
 
-def test_ready_when_the_model_is_listed_and_stopped_on_exit(tmp_path: Path) -> None:
-    async def main() -> tuple[LocalModelEndpoint, int, dict[str, object]]:
+def test_ready_when_the_model_is_listed_sandboxed_and_stopped_on_exit(tmp_path: Path) -> None:
+    async def main() -> tuple[LocalModelEndpoint, int, dict[str, object], dict[str, str]]:
         async with local_model(_settings(tmp_path, "answer")) as endpoint:
             pidfd = os.pidfd_open(endpoint.pid)
+            status = proc_status(endpoint.pid)
+            namespaces = _namespaces(endpoint.pid)
             async with httpx.AsyncClient(trust_env=False) as client:
                 listed = (await client.get(f"{endpoint.base_url}/models")).json()
             assert not _gone(pidfd, 0)
-        return endpoint, pidfd, listed
+        # Its own network and mount namespaces (as root, no user namespace).
+        assert namespaces["net"] != os.readlink("/proc/self/ns/net")
+        assert namespaces["mnt"] != os.readlink("/proc/self/ns/mnt")
+        return endpoint, pidfd, listed, status
 
-    endpoint, pidfd, listed = trio.run(main)
+    endpoint, pidfd, listed, status = trio.run(main)
     try:
         assert endpoint.base_url.startswith("http://127.0.0.1:")
         assert endpoint.base_url.endswith("/v1")
         assert endpoint.model == "fake-model"
+        assert endpoint.started_ns > 0
+        assert endpoint.degraded == ()
         assert listed["data"] == [{"id": "fake-model"}]
+        assert (status["Seccomp"], status["NoNewPrivs"]) == ("2", "1")
         assert _gone(pidfd, 0), "the server outlived its block"
         assert "standin answering" in endpoint.log_path.read_text()
+        assert endpoint.log_path.stat().st_mode & 0o777 == 0o600
     finally:
         os.close(pidfd)
 
@@ -83,17 +98,17 @@ def test_a_server_that_never_answers_times_out_with_its_log(tmp_path: Path) -> N
     with pytest.raises(LocalModelNotReady) as caught:
         trio.run(_enter, settings)
     elapsed = time.monotonic() - started
+    assert elapsed < 10, "the deadline held although the server accepted connections"
     assert "did not answer GET http://127.0.0.1:" in str(caught.value)
     assert "within 1 s" in str(caught.value)
     assert "standin silent on" in str(caught.value), "the log tail is in the error"
-    assert elapsed < 10, "the deadline held although the server accepted connections"
 
 
 def test_a_server_that_exits_reports_its_status_and_log(tmp_path: Path) -> None:
     with pytest.raises(LocalModelExited) as caught:
-        trio.run(_enter, _settings(tmp_path, "exit"))
+        trio.run(_enter, _settings(tmp_path, "exit_"))
     assert caught.value.returncode == 3
-    assert "exited with status 3" in str(caught.value)
+    assert "exited with code 3" in str(caught.value)
     assert "cannot load the model (on purpose)" in str(caught.value)
 
 
@@ -126,21 +141,20 @@ def test_a_server_ignoring_sigterm_is_killed_after_the_grace(tmp_path: Path) -> 
 
 
 def test_the_server_dies_with_its_parent(tmp_path: Path) -> None:
-    # A parent killed outright cannot stop its child: the child's watch must.
+    # A parent killed outright cannot stop its child: the lifeline must.
+    settings = _settings(tmp_path, "answer")
     script = (
-        "import sys, trio\n"
+        "import trio\n"
         "from pathlib import Path\n"
         "from naga_core._localmodel import LocalModelSettings, local_model\n"
         "async def main():\n"
-        f"    s = LocalModelSettings(model_path=Path({str(tmp_path / 'fake.gguf')!r}),\n"
-        f"        model_name='fake-model', server_module={STANDIN!r},\n"
-        f"        extra_env={{'PYTHONPATH': {str(REPO)!r}, 'NAGA_STANDIN': 'answer'}})\n"
+        f"    s = LocalModelSettings(model_path=Path({str(settings.model_path)!r}),\n"
+        f"        model_name='fake-model', server_target={STANDIN + ':answer'!r})\n"
         "    async with local_model(s) as endpoint:\n"
         "        print(endpoint.pid, flush=True)\n"
         "        await trio.sleep_forever()\n"
         "trio.run(main)\n"
     )
-    (tmp_path / "fake.gguf").write_bytes(b"GGUF")
     parent = subprocess.Popen(
         [sys.executable, "-c", script],
         stdout=subprocess.PIPE,
@@ -159,37 +173,42 @@ def test_the_server_dies_with_its_parent(tmp_path: Path) -> None:
         os.close(pidfd)
 
 
-def test_the_server_outlives_the_thread_that_started_it(tmp_path: Path) -> None:
-    # trio starts processes from worker threads that retire when idle; a
-    # child tied to its parent *thread* (PR_SET_PDEATHSIG) died with it.
+def test_the_server_outlives_the_thread_that_launched_it(tmp_path: Path) -> None:
+    # trio launches from worker threads that retire when idle; a child tied
+    # to its parent *thread* (PR_SET_PDEATHSIG) died with it.
     settings = _settings(tmp_path, "answer")
-    started: list[subprocess.Popen[bytes]] = []
+    work_dir, log_path = tmp_path / "work", tmp_path / "server.log"
+    work_dir.mkdir()
+    launched: list[sandbox.Sandboxed] = []
+    lifeline_r, lifeline_w = os.pipe()
+    listener = loopback_listener()
+    log = log_path.open("ab")
 
     def spawn() -> None:
-        server = subprocess.Popen(
-            server_command(settings, free_loopback_port()),
-            stdout=subprocess.PIPE,
-            env={**os.environ, **settings.extra_env},
+        launched.append(
+            _localmodel._launch(  # pyright: ignore[reportPrivateUsage]
+                settings,
+                work_dir=work_dir,
+                listener=listener,
+                lifeline=lifeline_r,
+                log=log,
+                log_path=log_path,
+            )
         )
-        started.append(server)
-        # The thread lives until the child has started serving, as trio's
-        # worker does, so any tie to this thread is in place when it exits.
-        assert server.stdout is not None
-        assert b"standin answering" in server.stdout.readline()
 
     spawner = threading.Thread(target=spawn)
     spawner.start()
     spawner.join()
-    (server,) = started
+    (server,) = launched
     try:
-        pidfd = os.pidfd_open(server.pid)
-        try:
-            assert not _gone(pidfd, 1.0), "the server died with the thread that spawned it"
-        finally:
-            os.close(pidfd)
+        assert server.pidfd is not None
+        assert not _gone(server.pidfd, 1.0), "the server died with the thread that launched it"
     finally:
         server.kill()
-        server.wait()
+        for fd in (lifeline_r, lifeline_w):
+            os.close(fd)
+        listener.close()
+        log.close()
 
 
 def test_a_missing_model_says_to_run_make(tmp_path: Path) -> None:
@@ -199,9 +218,25 @@ def test_a_missing_model_says_to_run_make(tmp_path: Path) -> None:
 
 
 def test_a_missing_server_package_says_to_run_make(tmp_path: Path) -> None:
-    settings = _settings(tmp_path, "answer", server_module="naga_no_such_server")
-    with pytest.raises(LocalModelError, match=r"not installed .*run `make`"):
+    settings = _settings(tmp_path, "answer", server_target="naga_no_such_server:main")
+    with pytest.raises(LocalModelError, match=r"needs naga_no_such_server, which is not installed"):
         trio.run(_enter, settings)
+
+
+def test_a_target_that_cannot_be_imported_fails_at_its_sandbox_layer(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, "answer", server_target="tests.localmodel._absent:main")
+    with pytest.raises(LocalModelSandboxFailed) as caught:
+        trio.run(_enter, settings)
+    message = str(caught.value)
+    assert "at layer target" in message
+    assert "ModuleNotFoundError" in message
+    assert "run `make`" in message
+
+
+def test_a_kernel_without_landlock_is_refused_unless_degraded_is_allowed(tmp_path: Path) -> None:
+    weak = dataclasses.replace(sandbox.detect(), landlock_abi=0)
+    with pytest.raises(LocalModelSandboxFailed, match=r"cannot be sandboxed.*landlock_fs"):
+        trio.run(_enter, _settings(tmp_path, "answer", kernel=weak))
 
 
 def test_the_server_gets_a_scrubbed_environment(
@@ -209,6 +244,7 @@ def test_the_server_gets_a_scrubbed_environment(
 ) -> None:
     # llama-cpp-python reads settings such as API_KEY from its environment.
     monkeypatch.setenv("API_KEY", "from-the-owner-shell")
+    monkeypatch.setenv("N_GPU_LAYERS", "99")
 
     async def main() -> dict[str, object]:
         async with (
@@ -220,9 +256,33 @@ def test_the_server_gets_a_scrubbed_environment(
     env = trio.run(main)["env"]
     assert isinstance(env, list)
     assert "API_KEY" not in env
-    assert "NAGA_STANDIN" in env
+    assert "N_GPU_LAYERS" not in env
+    assert "OMP_WAIT_POLICY" in env
 
 
 async def _enter(settings: LocalModelSettings) -> None:
     async with local_model(settings):
         pass
+
+
+def test_the_unprivileged_path_serves_the_inherited_socket_too(tmp_path: Path) -> None:
+    # Without root the child enters a user namespace with its network one;
+    # the socket the core bound still belongs to the host's network.
+    unprivileged = dataclasses.replace(sandbox.detect(), root=False)
+
+    async def main() -> tuple[dict[str, object], dict[str, str]]:
+        async with (
+            local_model(_settings(tmp_path, "answer", kernel=unprivileged)) as endpoint,
+            httpx.AsyncClient(trust_env=False) as client,
+        ):
+            listed = (await client.get(f"{endpoint.base_url}/models")).json()
+            return listed, _namespaces(endpoint.pid)
+
+    listed, namespaces = trio.run(main)
+    assert listed["data"] == [{"id": "fake-model"}]
+    assert namespaces["user"] != os.readlink("/proc/self/ns/user")
+    assert namespaces["net"] != os.readlink("/proc/self/ns/net")
+
+
+def _namespaces(pid: int) -> dict[str, str]:
+    return {ns: os.readlink(f"/proc/{pid}/ns/{ns}") for ns in ("user", "net", "mnt")}

@@ -143,6 +143,23 @@ def tcp_connect(port: str) -> str:
     return _errnos(connect)
 
 
+def tcp_bind(port: str) -> str:
+    def bind() -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("0.0.0.0", int(port)))
+            s.listen()
+
+    return _errnos(bind)
+
+
+def udp_send(port: str) -> str:
+    def send() -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.sendto(b"exfiltrated", ("127.0.0.1", int(port)))
+
+    return _errnos(send)
+
+
 def unix_connect(path: str) -> str:
     def connect() -> None:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
@@ -258,6 +275,19 @@ def raise_rlimits() -> str:
 # --- memory and the kernel ------------------------------------------------------
 
 
+def mlock_memory() -> str:
+    """Pin pages in RAM (memory the kernel can then never reclaim)."""
+    buffer = mmap.mmap(-1, 1 << 20)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+
+    def lock() -> None:
+        if _libc.mlock(ctypes.c_void_p(address), ctypes.c_size_t(1 << 20)) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+
+    return _errnos(lock)
+
+
 def mprotect_exec() -> str:
     page = mmap.mmap(-1, mmap.PAGESIZE)
     address = ctypes.addressof(ctypes.c_char.from_buffer(page))
@@ -357,6 +387,8 @@ ATTACKS: dict[str, Callable[..., str]] = {
         symlink_out,
         write_proc_self_mem,
         tcp_connect,
+        tcp_bind,
+        udp_send,
         unix_connect,
         abstract_connect,
         raw_socket,
@@ -370,6 +402,7 @@ ATTACKS: dict[str, Callable[..., str]] = {
         kill_sentinel,
         sigio_sentinel,
         raise_rlimits,
+        mlock_memory,
         mprotect_exec,
         kernel_surface,
         ioctl_tiocsti,

@@ -22,6 +22,7 @@ POLICIES: dict[str, SeccompPolicy] = {
     "executor": _syscalls.executor_policy(),
     "plugin": _syscalls.plugin_policy(egress=False),
     "plugin+egress": _syscalls.plugin_policy(egress=True),
+    "model_server": _syscalls.model_server_policy(),
 }
 
 
