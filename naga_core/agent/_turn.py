@@ -48,16 +48,19 @@ class Running:
         self.steering: list[str] = []
         self._changed = trio.Event()
         self._text: list[str] = []
+        self._ended = False
 
     def emit(self, event: tpb.TurnEvent) -> None:
         self._flush()
         self._append(event)
+        if event.WhichOneof("kind") in ("final", "error"):
+            self._ended = True
 
     def delta(self, text: str) -> None:
         """More of the reply's text, as the model produces it. Ignored once
-        the turn is aborted or over (a model call still in flight then has
-        no one to show it to)."""
-        if not text or self.done or self.aborted:
+        the turn is aborted or has its last event (a model call still in
+        flight then has no one to show it to)."""
+        if not text or self._ended or self.done or self.aborted:
             return
         self._text.append(text)
         self._wake()
