@@ -115,6 +115,10 @@ PLUGIN_MANIFEST_NAME: Final = "plugin.toml"
 PLUGIN_PROTOCOL_VERSION: Final = 1
 #: Largest frame either side of the plugin wire accepts (4-byte length excluded).
 PLUGIN_MAX_FRAME_BYTES: Final = 1 << 20
+#: Most Progress text the core delivers for one call, in bytes (UTF-8); more is dropped.
+PLUGIN_MAX_PROGRESS_BYTES: Final = 1 << 20
+#: Most Progress frames the core delivers for one call; more are dropped.
+PLUGIN_MAX_PROGRESS_FRAMES: Final = 65536
 #: Longest plugin name, in characters.
 PLUGIN_MAX_NAME_CHARS: Final = 40
 #: Longest arguments JSON text one tool call may carry, in characters.

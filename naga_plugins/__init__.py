@@ -13,6 +13,9 @@ launches in a sandbox, one process per plugin (docs/design/plugins.md)::
 
     main = plugin.main
 
+A tool may send progress before it returns (``Plugin.current_call().progress(text)``;
+the core appends it, e.g. a model's reply text as it streams).
+
 The SDK speaks the wire (``naga.v1.plugin_pb2`` frames on an inherited
 socket), answers heartbeats, checks each call's arguments against the
 manifest and reports failures; a tool is an ordinary function. Shipped
@@ -20,12 +23,15 @@ plugins live in ``naga_plugins/examples``. This package never imports
 ``naga_core``.
 """
 
+from naga_plugins._call import Call
 from naga_plugins._plugin import SDK_VERSION, SETUP_EXIT_CODE, Plugin
-from naga_plugins.errors import PluginSdkError, PluginSetupError, ToolFailed
+from naga_plugins.errors import CallAnswered, PluginSdkError, PluginSetupError, ToolFailed
 
 __all__ = [
     "SDK_VERSION",
     "SETUP_EXIT_CODE",
+    "Call",
+    "CallAnswered",
     "Plugin",
     "PluginSdkError",
     "PluginSetupError",

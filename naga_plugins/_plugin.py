@@ -46,6 +46,7 @@ from naga.constants import PLUGIN_MAX_FRAME_BYTES, PLUGIN_PROTOCOL_VERSION
 from naga.plugin import Manifest, ToolSpec, check_arguments
 from naga.plugin.errors import FrameError, InvalidArguments, ManifestInvalid
 from naga.v1 import plugin_pb2 as pb
+from naga_plugins._call import Call, current_call, done, running
 from naga_plugins._connection import Connection
 from naga_plugins.errors import PluginSetupError, ToolFailed
 from sandbox import CORE_SOCKET_ENV, TOKEN_ENV
@@ -169,10 +170,16 @@ class Plugin:
         pool.shutdown(wait=True, cancel_futures=True)
         return code
 
-    def _call(self, connection: Connection, manifest: Manifest, call: pb.Invoke) -> None:
+    def _call(self, connection: Connection, manifest: Manifest, invoke: pb.Invoke) -> None:
+        call = Call(connection, invoke.call_id)
+        token = running(call)
+        try:
+            frame = pb.PluginToCore(**self._answer(manifest, invoke))
+        finally:
+            done(token)
         # If the core is gone the answer cannot leave; the main loop ends too.
         with contextlib.suppress(FrameError, OSError):
-            connection.send(pb.PluginToCore(**self._answer(manifest, call)))
+            call.answer(frame)
 
     def _answer(self, manifest: Manifest, call: pb.Invoke) -> dict[str, Any]:
         def error(kind: pb.ToolErrorKind.ValueType, message: str) -> dict[str, Any]:
@@ -202,6 +209,13 @@ class Plugin:
         return {"result": pb.Result(call_id=call.call_id, result_json=text)}
 
     # --- for tools -------------------------------------------------------------------
+
+    @staticmethod
+    def current_call() -> Call:
+        """The call the calling tool runs for, to send its progress
+        (:meth:`Call.progress`) before it returns. Only inside a tool, on
+        the thread it was called on; the object may then go to any thread."""
+        return current_call()
 
     @staticmethod
     def work_dir() -> str:

@@ -23,4 +23,9 @@ class ToolFailed(PluginSdkError):
     too, reported as its type and message."""
 
 
-__all__ = ["PluginSdkError", "PluginSetupError", "ToolFailed"]
+class CallAnswered(PluginSdkError):
+    """Progress for a call whose answer was already sent: the wire allows
+    none after the Result (docs/design/plugins.md)."""
+
+
+__all__ = ["CallAnswered", "PluginSdkError", "PluginSetupError", "ToolFailed"]

@@ -20,7 +20,11 @@ core kills that worker and restarts it, and its callers get a clear error.
 Conversation:
   1. plugin -> Hello, once, first, within the core's hello deadline.
   2. core -> Invoke (any number in flight, each with a fresh call_id);
-     plugin -> exactly one Result or ToolError per call_id, in any order.
+     plugin -> any number of Progress frames for a call in flight, then
+     exactly one Result or ToolError per call_id, in any order. Progress
+     for a call never made, or for one the plugin already answered, is a
+     protocol violation (progress for a call the core gave up on, which
+     the plugin cannot know of, is dropped).
   3. core -> Ping at intervals; plugin -> Pong with the same nonce, even
      while tools run. A plugin that stops answering is hung and is killed.
   4. core -> Shutdown: the plugin finishes calls in flight (briefly) and
@@ -490,6 +494,42 @@ class ToolError(_message.Message):
 Global___ToolError: _TypeAlias = ToolError  # noqa: Y015
 
 @_typing.final
+class Progress(_message.Message):
+    """More output of a call in flight, before its Result: a model provider's
+    reply text as the model produces it. Presentation only: the Result still
+    carries the whole answer, and the core records only the Result.
+
+    Bounds: per call the core delivers at most PLUGIN_MAX_PROGRESS_BYTES of
+    text in at most PLUGIN_MAX_PROGRESS_FRAMES frames (naga.constants); what a
+    plugin sends beyond either is dropped, not buffered. A caller that takes no
+    progress (an ordinary tool call) drops it too.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALL_ID_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    call_id: _builtins.int
+    """The Invoke's call_id; the call must be in flight (not yet answered)."""
+    text: _builtins.str
+    """Text that follows the text of the call's earlier Progress frames: the
+    caller appends it, never replaces. UTF-8; never empty.
+    """
+    def __init__(
+        self,
+        *,
+        call_id: _builtins.int = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["call_id", b"call_id", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Progress: _TypeAlias = Progress  # noqa: Y015
+
+@_typing.final
 class Ping(_message.Message):
     """Are you alive? Answer with the nonce."""
 
@@ -592,6 +632,7 @@ class PluginToCore(_message.Message):
     RESULT_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     PONG_FIELD_NUMBER: _builtins.int
+    PROGRESS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def hello(self) -> Global___Hello: ...
     @_builtins.property
@@ -600,6 +641,8 @@ class PluginToCore(_message.Message):
     def error(self) -> Global___ToolError: ...
     @_builtins.property
     def pong(self) -> Global___Pong: ...
+    @_builtins.property
+    def progress(self) -> Global___Progress: ...
     def __init__(
         self,
         *,
@@ -607,12 +650,13 @@ class PluginToCore(_message.Message):
         result: Global___Result | None = ...,
         error: Global___ToolError | None = ...,
         pong: Global___Pong | None = ...,
+        progress: Global___Progress | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "frame", b"frame", "hello", b"hello", "pong", b"pong", "result", b"result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "frame", b"frame", "hello", b"hello", "pong", b"pong", "progress", b"progress", "result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "frame", b"frame", "hello", b"hello", "pong", b"pong", "result", b"result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "frame", b"frame", "hello", b"hello", "pong", b"pong", "progress", b"progress", "result", b"result"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_frame: _TypeAlias = _typing.Literal["hello", "result", "error", "pong"]  # noqa: Y015
+    _WhichOneofReturnType_frame: _TypeAlias = _typing.Literal["hello", "result", "error", "pong", "progress"]  # noqa: Y015
     _WhichOneofArgType_frame: _TypeAlias = _typing.Literal["frame", b"frame"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_frame) -> _WhichOneofReturnType_frame | None: ...
 

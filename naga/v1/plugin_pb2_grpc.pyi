@@ -20,7 +20,11 @@ core kills that worker and restarts it, and its callers get a clear error.
 Conversation:
   1. plugin -> Hello, once, first, within the core's hello deadline.
   2. core -> Invoke (any number in flight, each with a fresh call_id);
-     plugin -> exactly one Result or ToolError per call_id, in any order.
+     plugin -> any number of Progress frames for a call in flight, then
+     exactly one Result or ToolError per call_id, in any order. Progress
+     for a call never made, or for one the plugin already answered, is a
+     protocol violation (progress for a call the core gave up on, which
+     the plugin cannot know of, is dropped).
   3. core -> Ping at intervals; plugin -> Pong with the same nonce, even
      while tools run. A plugin that stops answering is hung and is killed.
   4. core -> Shutdown: the plugin finishes calls in flight (briefly) and

@@ -227,7 +227,12 @@ Global___TurnAccepted: _TypeAlias = TurnAccepted  # noqa: Y015
 
 @_typing.final
 class TextDelta(_message.Message):
-    """More of the reply's text."""
+    """More of the reply's text, as the model produces it: append it (never
+    replace). One delta is a chunk of the provider's stream, or several joined
+    when the reader is slower than they come. Presentation only: text a model
+    writes as a tool call is held back, text before a tool call streams too,
+    and TurnFinal.text is the answer as recorded.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 

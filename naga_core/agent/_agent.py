@@ -370,7 +370,7 @@ class Agent:
             request.messages.append(mpb.ChatMessage(role=mpb.ROLE_USER, content=text))
         raw = request.SerializeToString()
         started = rec.now_ns()
-        reply = await self._provider_call(raw)
+        reply = await self._provider_call(raw, running.delta)
         took_us = (rec.now_ns() - started) // 1000
         failed = reply.HasField("error")
         answer_raw = (reply.error if failed else reply.response).SerializeToString()
@@ -404,9 +404,6 @@ class Agent:
             self.core.write(
                 lambda: account.debit(grant, spent, what=f"a model call of turn {running.id}")
             )
-        text = reply.response.message.content
-        if text:
-            running.emit(tpb.TurnEvent(delta=tpb.TextDelta(text=text)))
         out = apb.ModelCallResponse(response=reply.response)
         if left is None:
             out.unlimited = True
@@ -414,11 +411,11 @@ class Agent:
             out.budget_left = left - spent
         return out
 
-    async def _provider_call(self, raw: bytes) -> apb.ProviderReply:
+    async def _provider_call(self, raw: bytes, on_text: Callable[[str], None]) -> apb.ProviderReply:
         timeout = self.core.settings.get_real("model.timeout_s")
         b64 = base64.b64encode(raw).decode("ascii")
         try:
-            result = await self.workers.complete(b64, timeout)
+            result = await self.workers.complete(b64, timeout, on_text)
             return _decode(apb.ProviderReply, result, "reply")
         except (AgentError, PluginError) as exc:
             return apb.ProviderReply(

@@ -1,5 +1,12 @@
 """One running turn as the core sees it: its events, in order, for every
-stream that watches it, and what its executor's calls need to check."""
+stream that watches it, and what its executor's calls need to check.
+
+Text deltas arrive per token-ish chunk from the provider worker. They are
+coalesced rather than queued one event each: deltas that arrive while no
+stream is waiting wait as text and become one TextDelta event when a
+stream next reads (or before the next other event, to keep the order). So
+a fast reader sees every chunk as it comes, and a slow one (or none) costs
+one event per read, never one per chunk."""
 
 from __future__ import annotations
 
@@ -40,8 +47,31 @@ class Running:
         self.scope = trio.CancelScope()
         self.steering: list[str] = []
         self._changed = trio.Event()
+        self._text: list[str] = []
+        self._ended = False
 
     def emit(self, event: tpb.TurnEvent) -> None:
+        self._flush()
+        self._append(event)
+        if event.WhichOneof("kind") in ("final", "error"):
+            self._ended = True
+
+    def delta(self, text: str) -> None:
+        """More of the reply's text, as the model produces it. Ignored once
+        the turn is aborted or has its last event (a model call still in
+        flight then has no one to show it to)."""
+        if not text or self._ended or self.done or self.aborted:
+            return
+        self._text.append(text)
+        self._wake()
+
+    def _flush(self) -> None:
+        if self._text:
+            text = "".join(self._text)
+            self._text.clear()
+            self._append(tpb.TurnEvent(delta=tpb.TextDelta(text=text)))
+
+    def _append(self, event: tpb.TurnEvent) -> None:
         event.index = len(self.events)
         self.events.append(event)
         self._wake()
@@ -55,8 +85,9 @@ class Running:
         self._changed = trio.Event()
 
     async def wait_past(self, count: int) -> None:
-        while len(self.events) <= count and not self.done:
+        while len(self.events) <= count and not self._text and not self.done:
             await self._changed.wait()
+        self._flush()
 
 
 class TurnCursor:

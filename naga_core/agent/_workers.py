@@ -41,7 +41,7 @@ from naga_core._providers import NoProviderConfigured, Provider, Providers, Prov
 from naga_core.agent._config import AgentConfig
 from naga_core.agent._errors import NoExecutor, NoModelProvider
 from naga_core.errors import NagaError
-from naga_core.plugins import Installed, Worker, WorkerState, journaled
+from naga_core.plugins import Installed, OnProgress, Worker, WorkerState, journaled
 from naga_core.plugins._host import Core
 from naga_core.supervisor import WorkerTuning
 from naga_plugins.providers import CONFIG_FILE, PROVIDER_PLUGIN, PROVIDER_TOOL
@@ -376,8 +376,11 @@ class AgentWorkers:
         failed to start or crashed, or stopped with the core."""
         return self._local_status
 
-    async def complete(self, request_b64: str, timeout_s: float) -> str:
-        """The provider's result JSON for one base64 ChatRequest."""
+    async def complete(
+        self, request_b64: str, timeout_s: float, on_text: OnProgress | None = None
+    ) -> str:
+        """The provider's result JSON for one base64 ChatRequest; ``on_text``
+        gets the reply's visible text as the model produces it."""
         if self.provider is None and self._use_local:
             await self._start_local_model()
         if self.provider is None:
@@ -386,7 +389,7 @@ class AgentWorkers:
                 "write $NAGA_HOME/credentials/providers.json (docs/design/models.md)"
             )
         result, _pid = await self.provider.call(
-            PROVIDER_TOOL, f'{{"request": "{request_b64}"}}', timeout_s
+            PROVIDER_TOOL, f'{{"request": "{request_b64}"}}', timeout_s, on_progress=on_text
         )
         return result
 

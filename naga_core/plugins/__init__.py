@@ -30,6 +30,7 @@ from naga_core.plugins._host import (
     component,
     journaled,
 )
+from naga_core.plugins._session import OnProgress
 from naga_core.plugins._tokens import PLUGIN_ROLE, PluginTokens
 from naga_core.plugins._worker import Worker, WorkerState
 
@@ -41,6 +42,7 @@ __all__ = [
     "CallTimedOut",
     "Catalog",
     "Installed",
+    "OnProgress",
     "PluginError",
     "PluginHost",
     "PluginNotFound",

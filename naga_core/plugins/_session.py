@@ -11,9 +11,10 @@ worker then kills and reaps the process and decides about a restart:
   above the ceiling (a leak);
 * the Hello, within its deadline, and the manifest in it;
 * the reader: every frame must be a well-formed PluginToCore in its place
-  (a second Hello, an answer to a call never made, a result that is not
-  JSON are protocol violations: the plugin is broken or hostile, and it
-  never gets to hurt the core by them);
+  (a second Hello, an answer to a call never made, progress for a call
+  never made or already answered, a result that is not JSON are protocol
+  violations: the plugin is broken or hostile, and it never gets to hurt
+  the core by them);
 * the heartbeat: a Ping unanswered within its timeout is a hung worker.
 
 Calls add a sixth: a call running past the plugin's call timeout is a hang
@@ -32,7 +33,11 @@ from dataclasses import dataclass, field
 import trio
 
 import sandbox
-from naga.constants import PLUGIN_PROTOCOL_VERSION
+from naga.constants import (
+    PLUGIN_MAX_PROGRESS_BYTES,
+    PLUGIN_MAX_PROGRESS_FRAMES,
+    PLUGIN_PROTOCOL_VERSION,
+)
 from naga.plugin import FrameReader, Manifest, decode_from_plugin, encode_frame, parse_json
 from naga.plugin.errors import FrameError, InvalidArguments, ManifestInvalid
 from naga.v1 import plugin_pb2 as pb
@@ -53,17 +58,42 @@ _ERROR_KINDS = frozenset(
 )
 _MIB = 1 << 20
 
+#: Takes a call's Progress text as it arrives, on the core's loop; it must
+#: not block (it is called from the session's reader).
+OnProgress = Callable[[str], None]
+
 
 @dataclass(slots=True)
 class Pending:
     """One call in flight, and how it ended."""
 
     tool: str
+    on_progress: OnProgress | None = None
     done: trio.Event = field(default_factory=trio.Event)
     result: str | None = None
     error: pb.ToolError | None = None
     #: Why the worker ended before answering.
     failure: str | None = None
+    #: Progress delivered, and frames dropped past the bounds.
+    progress_frames: int = 0
+    progress_bytes: int = 0
+    progress_dropped: int = 0
+
+    def progress(self, text: str) -> None:
+        """Deliver ``text``, or drop it past the call's bounds: progress is
+        presentation (the Result has the whole answer), so dropping loses
+        nothing that is recorded, and nothing is held for later."""
+        size = len(text.encode())
+        if (
+            self.on_progress is None
+            or self.progress_frames >= PLUGIN_MAX_PROGRESS_FRAMES
+            or self.progress_bytes + size > PLUGIN_MAX_PROGRESS_BYTES
+        ):
+            self.progress_dropped += 1
+            return
+        self.progress_frames += 1
+        self.progress_bytes += size
+        self.on_progress(text)
 
 
 class Session:
@@ -89,6 +119,9 @@ class Session:
         self._reader = FrameReader()
         self._send_lock = trio.Lock()
         self._pending: dict[int, Pending] = {}
+        # Calls whose caller gave up before the answer came: the plugin
+        # cannot know, so their late progress and answers are not violations.
+        self._abandoned: set[int] = set()
         self._ids = itertools.count(1)
         self._last_id = 0
         self._ping = 0
@@ -274,6 +307,20 @@ class Session:
             self._answer(frame.result.call_id, result=frame.result)
         elif which == "error":
             self._answer(frame.error.call_id, error=frame.error)
+        elif which == "progress":
+            self._progress(frame.progress)
+
+    def _progress(self, progress: pb.Progress) -> None:
+        call_id = progress.call_id
+        if not 0 < call_id <= self._last_id:
+            self._violation(f"progress for call {call_id}, which was never made")
+            return
+        pending = self._pending.get(call_id)
+        if pending is not None:
+            if progress.text:
+                pending.progress(progress.text)
+        elif call_id not in self._abandoned:
+            self._violation(f"progress for call {call_id}, which it already answered")
 
     def _answer(
         self, call_id: int, *, result: pb.Result | None = None, error: pb.ToolError | None = None
@@ -283,7 +330,8 @@ class Session:
             return
         pending = self._pending.get(call_id)
         if pending is None:
-            return  # a late answer to a call its caller gave up on
+            self._abandoned.discard(call_id)
+            return  # a late answer to a call its caller gave up on (or a second answer)
         # A violation below leaves the call pending: the session's end fails it.
         if result is not None:
             try:
@@ -327,14 +375,23 @@ class Session:
 
     # --- calls ------------------------------------------------------------------------------
 
-    async def call(self, tool: str, arguments_json: str, *, deadline: float) -> Pending:
+    async def call(
+        self,
+        tool: str,
+        arguments_json: str,
+        *,
+        deadline: float,
+        on_progress: OnProgress | None = None,
+    ) -> Pending:
         """Send one call and wait for its end, at most until ``deadline``
         (trio time) or the call timeout, whichever is first. Past the call
         timeout the worker is hung: the session ends and :class:`WorkerHung`
-        is raised; past only the caller's deadline, :class:`CallTimedOut`."""
+        is raised; past only the caller's deadline, :class:`CallTimedOut`.
+        ``on_progress`` gets the call's Progress text as it arrives, never
+        after the call returns."""
         call_id = next(self._ids)
         self._last_id = call_id
-        pending = Pending(tool)
+        pending = Pending(tool, on_progress)
         if self.cause is not None:
             pending.failure = self.cause
             return pending
@@ -354,7 +411,9 @@ class Session:
                     await pending.done.wait()
         finally:
             if not pending.done.is_set():
-                self._pending.pop(call_id, None)
+                if self._pending.pop(call_id, None) is not None and self.cause is None:
+                    self._abandoned.add(call_id)
+                pending.on_progress = None
         if pending.done.is_set():
             return pending
         if pending.failure is None and self.cause is not None:
@@ -373,4 +432,4 @@ class Session:
         )
 
 
-__all__ = ["Pending", "Session"]
+__all__ = ["OnProgress", "Pending", "Session"]

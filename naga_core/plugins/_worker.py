@@ -34,7 +34,7 @@ from naga_core.plugins._errors import (
     ToolFailed,
     WorkerUnavailable,
 )
-from naga_core.plugins._session import Session
+from naga_core.plugins._session import OnProgress, Session
 from naga_core.supervisor import WorkerTuning, sandboxed
 
 log = logging.getLogger("naga.plugins")
@@ -201,12 +201,23 @@ class Worker:
 
     # --- calls ------------------------------------------------------------------------------
 
-    async def call(self, tool: str, arguments_json: str, timeout_s: float) -> tuple[str, int]:
+    async def call(
+        self,
+        tool: str,
+        arguments_json: str,
+        timeout_s: float,
+        *,
+        on_progress: OnProgress | None = None,
+    ) -> tuple[str, int]:
         """Run ``tool`` (arguments already checked); its result JSON and the
-        answering worker's pid. Raises the plugin errors for each failure."""
+        answering worker's pid. Raises the plugin errors for each failure.
+        ``on_progress`` gets the call's progress text as it arrives (bounded:
+        see :class:`~naga_core.plugins._session.Pending`)."""
         deadline = trio.current_time() + timeout_s
         session = await self._ready_session(deadline, timeout_s)
-        pending = await session.call(tool, arguments_json, deadline=deadline)
+        pending = await session.call(
+            tool, arguments_json, deadline=deadline, on_progress=on_progress
+        )
         if pending.failure is not None:
             if self.stopping:
                 raise PluginUnavailable(f"plugin {self.name} was stopped during {tool}")

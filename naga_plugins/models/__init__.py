@@ -21,6 +21,7 @@ from naga_plugins.models._attempt import OnChunk
 from naga_plugins.models._config import Clock, Endpoint, RetryPolicy, Timeouts, TrioClock
 from naga_plugins.models._sse import SseDecoder, SseError, SseEvent
 from naga_plugins.models._textcalls import extract_text_tool_calls
+from naga_plugins.models._visible import VisibleText
 
 __all__ = [
     "ANTHROPIC_DEFAULT_MAX_TOKENS",
@@ -39,5 +40,6 @@ __all__ = [
     "Timeouts",
     "Transport",
     "TrioClock",
+    "VisibleText",
     "extract_text_tool_calls",
 ]

@@ -160,6 +160,11 @@ class ModelAdapter:
     def api(self) -> str:
         return self._dialect.api
 
+    @property
+    def text_tool_calls(self) -> bool:
+        """Whether this dialect reads tool calls out of the reply's text."""
+        return self._dialect.text_tool_calls
+
     async def __aenter__(self) -> ModelAdapter:
         return self
 

@@ -5,7 +5,10 @@ that keeps its connections between calls, so it lives on one trio loop in
 a thread of its own (:class:`ProviderLoop`), and each call crosses to it
 with ``trio.from_thread.run``. The call is streamed from the provider (so a
 stall is seen by the read timeout between chunks, and the first byte is
-timed) and answered whole.
+timed); the reply's text goes to the core as Progress frames as it arrives
+(held back where it may be a tool call written as text:
+:class:`~naga_plugins.models.VisibleText`), and the whole answer is the
+call's Result.
 """
 
 from __future__ import annotations
@@ -14,16 +17,17 @@ import base64
 import binascii
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import trio
 from google.protobuf.message import DecodeError
 
+from naga.plugin.errors import FrameError
 from naga.v1 import agent_pb2 as apb
 from naga.v1 import model_pb2
 from naga_plugins._plugin import Plugin
-from naga_plugins.errors import PluginSetupError, ToolFailed
-from naga_plugins.models import Endpoint, ModelAdapter, RetryPolicy, Timeouts
+from naga_plugins.errors import CallAnswered, PluginSetupError, ToolFailed
+from naga_plugins.models import Endpoint, ModelAdapter, RetryPolicy, Timeouts, VisibleText
 from naga_plugins.models.errors import ModelCallFailed, ProviderError
 
 #: The plugin's name and its tool (the manifest the core writes names them).
@@ -98,21 +102,50 @@ class ProviderLoop:
             trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
         self._thread.join()
 
-    def complete(self, request: model_pb2.ChatRequest) -> apb.ProviderReply:
+    def complete(
+        self, request: model_pb2.ChatRequest, show: Callable[[str], None] | None = None
+    ) -> apb.ProviderReply:
+        """One call; ``show`` gets the reply's visible text as it streams."""
         assert self._token is not None
-        return trio.from_thread.run(self._complete, request, trio_token=self._token)
+        return trio.from_thread.run(self._complete, request, show, trio_token=self._token)
 
-    async def _complete(self, request: model_pb2.ChatRequest) -> apb.ProviderReply:
-        assert self._adapter is not None
+    async def _complete(
+        self, request: model_pb2.ChatRequest, show: Callable[[str], None] | None
+    ) -> apb.ProviderReply:
+        adapter = self._adapter
+        assert adapter is not None
+        visible = VisibleText.for_request(request, text_calls=adapter.text_tool_calls)
+        shown = _Shown(show)
 
-        async def ignore(_chunk: model_pb2.ChatChunk) -> None:
-            return None
+        async def on_chunk(chunk: model_pb2.ChatChunk) -> None:
+            if chunk.text_delta:
+                shown(visible.feed(chunk.text_delta))
 
         try:
-            response = await self._adapter.stream(request, ignore)
+            response = await adapter.stream(request, on_chunk)
         except ModelCallFailed as exc:
             return apb.ProviderReply(error=exc.to_proto())
+        shown(visible.finish(response.message.content))
         return apb.ProviderReply(response=response)
+
+
+class _Shown:
+    """Sends visible text on; stops at the first failure to send (the core is
+    gone, and the answer will not reach it either)."""
+
+    def __init__(self, show: Callable[[str], None] | None) -> None:
+        self._show = show
+
+    def __call__(self, text: str) -> None:
+        if not text or self._show is None:
+            return
+        try:
+            # A blocking send from the loop's thread: the socket pair is
+            # local and the core's reader drains it continuously, so this
+            # costs microseconds, less than a hop to another thread.
+            self._show(text)
+        except (OSError, FrameError, CallAnswered):
+            self._show = None
 
 
 def build(loop: ProviderLoop) -> Plugin:
@@ -125,7 +158,7 @@ def build(loop: ProviderLoop) -> Plugin:
             chat = model_pb2.ChatRequest.FromString(base64.b64decode(request, validate=True))
         except (binascii.Error, ValueError, DecodeError) as exc:
             raise ToolFailed(f"request is not a base64 ChatRequest: {exc}") from None
-        reply = loop.complete(chat)
+        reply = loop.complete(chat, built.current_call().progress)
         return {"reply": base64.b64encode(reply.SerializeToString()).decode("ascii")}
 
     return built

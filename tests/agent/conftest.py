@@ -10,7 +10,8 @@ import shutil
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,13 +95,21 @@ TUNING = FAST
 
 @pytest.fixture(scope="module")
 def agent_core(model_server: ServerThread) -> Iterator[InProcessCore]:
+    with running_core(model_server, AGENT) as core:
+        yield core
+
+
+@contextmanager
+def running_core(model_server: ServerThread, agent: AgentConfig) -> Generator[InProcessCore]:
+    """A core on the fake model, the danger plugin enabled; its ledger is
+    verified offline after it stops."""
     root = tempfile.mkdtemp(prefix="naga-a-")
     home = root + "/home"
     os.makedirs(home, mode=0o700)
     write_providers(home, model_server.server.openai_url)
     config = PluginsConfig(roots=(str(PLUGINS),), tuning=TUNING)
     try:
-        with core_in_thread(home, plugins=config, agent=AGENT) as core:
+        with core_in_thread(home, plugins=config, agent=agent) as core:
             with core.client() as c:
                 c.enable_plugin("danger", wait=READY_S)
             yield core

@@ -123,6 +123,12 @@ def events(dialect: Dialect, reply: Reply, *, include_usage: bool) -> list[bytes
     return _anthropic_events(reply)
 
 
+def after_pieces(dialect: Dialect, reply: Reply) -> list[int]:
+    """The index in :func:`events` of each text piece's event, in order."""
+    first = 1 if dialect == "openai" else 3  # after the role chunk / start, block, ping
+    return [first + n for n in range(len(_pieces(reply.text, reply.pieces)))]
+
+
 def _openai_events(reply: Reply, *, include_usage: bool) -> list[bytes]:
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
         data = {

@@ -56,6 +56,9 @@ class Reply:
     after_events: int = 0
     in_stream_error: bool = False
     ignore_stream: bool = False
+    #: Streamed answers: the n-th gate holds back what follows the n-th text
+    #: piece until the test sets it (from the server's thread).
+    gates: tuple[trio.Event, ...] = attrs.field(default=(), eq=False)
 
     @classmethod
     def answer(
@@ -81,6 +84,15 @@ class Reply:
             pieces=pieces,
             ignore_stream=ignore_stream,
         )
+
+    @classmethod
+    def held(cls, text: str, *gates: trio.Event, pieces: int = 4) -> Reply:
+        """``text`` streamed in ``pieces`` deltas, the stream held after the
+        n-th piece until ``gates[n - 1]`` is set: a test sees what a client
+        does with the first pieces while the rest is still to come. A gate
+        not set within ``STALL_LIMIT_S`` lets the stream go on (a broken
+        test is not a hung one)."""
+        return cls(kind="answer", text=text, pieces=pieces, gates=gates)
 
     @classmethod
     def error(
@@ -244,9 +256,14 @@ class FakeModelServer:
             return False
         events = render.events(dialect, reply, include_usage=_wants_usage(request))
         if reply.kind == "answer" and not reply.in_stream_error:
+            holds = dict(zip(render.after_pieces(dialect, reply), reply.gates, strict=False))
             await _send_head(stream, conn, 200, "text/event-stream", length=None)
-            for event in events:
+            for index, event in enumerate(events):
                 await stream.send_all(conn.send(h11.Data(data=event)))
+                gate = holds.get(index)
+                if gate is not None:
+                    with trio.move_on_after(STALL_LIMIT_S):
+                        await gate.wait()
             await stream.send_all(conn.send(h11.EndOfMessage()))
             return True
         if reply.kind == "stall" and reply.after_events == 0:

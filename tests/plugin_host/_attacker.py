@@ -80,6 +80,11 @@ _BAD_FRAMES = {
     # The first call of a fresh worker has id 1: answer it wrongly.
     "bad_json": _frame(pb.PluginToCore(result=pb.Result(call_id=1, result_json="{nope"))),
     "bad_error_kind": _frame(pb.PluginToCore(error=pb.ToolError(call_id=1, kind=99))),  # type: ignore[arg-type]
+    "progress_unknown_call": _frame(
+        pb.PluginToCore(progress=pb.Progress(call_id=10**9, text="hi"))
+    ),
+    # For a worker whose call 1 was answered already.
+    "progress_answered": _frame(pb.PluginToCore(progress=pb.Progress(call_id=1, text="late"))),
 }
 
 
@@ -91,6 +96,15 @@ def bad_frame(kind: str) -> str:
     os.write(_core_socket(), data)
     time.sleep(30)  # the core ends the worker first
     return "not stopped"
+
+
+@plugin.tool("attacker.chatter")
+def chatter(frames: int) -> dict[str, int]:
+    """Progress its caller takes none of: the core drops it, the call goes on."""
+    call = plugin.current_call()
+    for n in range(frames):
+        call.progress(f"{n} ")
+    return {"sent": frames}
 
 
 @plugin.tool("attacker.token")

@@ -73,6 +73,7 @@ BAD_FRAMES = {
     "second_hello": "a second Hello",
     "bad_json": "the result of call 1 is not valid JSON",
     "bad_error_kind": "a ToolError for call 1 of unknown kind 99",
+    "progress_unknown_call": "progress for call 1000000000, which was never made",
 }
 
 
@@ -118,6 +119,28 @@ def test_a_bad_frame_kills_that_worker_never_the_core(client: Client, kind: str)
         sdk_errors.PluginUnavailable,
         f"protocol violation: {BAD_FRAMES[kind]}",
     )
+
+
+def test_progress_after_the_answer_kills_that_worker(client: Client) -> None:
+    before = fresh(client, "attacker")
+    client.invoke("attacker", "attacker.echo", {"text": "call 1"}, timeout=READY_S)
+    failure = fails(
+        client.invoke, "attacker", "attacker.bad_frame", {"kind": "progress_answered"}, timeout=20
+    )
+    said = "protocol violation: progress for call 1, which it already answered"
+    assert isinstance(failure, sdk_errors.PluginUnavailable), failure
+    assert said in str(failure), failure
+    answer = client.invoke("attacker", "attacker.echo", {"text": "again"}, timeout=READY_S)
+    assert isinstance(answer, dict)
+    assert answer["pid"] != before.pid
+
+
+def test_progress_nobody_takes_is_dropped_and_the_call_answers(client: Client) -> None:
+    before = fresh(client, "attacker")
+    answer = client.invoke("attacker", "attacker.chatter", {"frames": 2000}, timeout=READY_S)
+    assert answer == {"sent": 2000}
+    after = plugin(client, "attacker")
+    assert (after.pid, after.restarts) == (before.pid, 0)
 
 
 def test_status_lists_the_worker_and_its_restarts(client: Client) -> None:

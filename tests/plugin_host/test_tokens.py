@@ -45,6 +45,7 @@ def test_the_worker_holds_a_token_scoped_to_its_manifest(
     assert set(grant.tools) == {
         "attacker.attack",
         "attacker.bad_frame",
+        "attacker.chatter",
         "attacker.echo",
         "attacker.exit",
         "attacker.hold_gil",

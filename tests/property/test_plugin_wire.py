@@ -30,8 +30,13 @@ def _error(call_id: int, message: str) -> pb.PluginToCore:
     return pb.PluginToCore(error=pb.ToolError(call_id=call_id, kind=kind, message=message))
 
 
+def _progress(call_id: int, text: str) -> pb.PluginToCore:
+    return pb.PluginToCore(progress=pb.Progress(call_id=call_id, text=text))
+
+
 _frames = st.one_of(
     st.builds(_result, st.integers(1, 2**64 - 1), st.text(max_size=300)),
+    st.builds(_progress, st.integers(1, 2**64 - 1), st.text(min_size=1, max_size=50)),
     st.builds(_pong, st.integers(0, 2**64 - 1)),
     st.builds(_error, st.integers(1, 2**32), st.text(max_size=100)),
 )

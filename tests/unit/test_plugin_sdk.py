@@ -15,7 +15,16 @@ import pytest
 from naga.constants import PLUGIN_PROTOCOL_VERSION
 from naga.plugin import FrameReader, Manifest, decode_from_plugin, encode_frame
 from naga.v1 import plugin_pb2 as pb
-from naga_plugins import SDK_VERSION, SETUP_EXIT_CODE, Plugin, PluginSetupError, ToolFailed
+from naga_plugins import (
+    SDK_VERSION,
+    SETUP_EXIT_CODE,
+    Call,
+    CallAnswered,
+    Plugin,
+    PluginSdkError,
+    PluginSetupError,
+    ToolFailed,
+)
 
 MANIFEST = """
 name = "calc"
@@ -108,13 +117,13 @@ def manifest_path(tmp_path: Path) -> Path:
 class Worker:
     """``Plugin.main`` of the calc plugin, on a thread."""
 
-    def __init__(self, manifest_path: Path) -> None:
+    def __init__(self, manifest_path: Path, add: Callable[..., object] = _add) -> None:
         ours, theirs = socket.socketpair()
         self.core = Core(ours)
         self._ended: list[int] = []
         fd = str(theirs.detach())
         self._thread = threading.Thread(
-            target=lambda: self._ended.append(_calc().main([fd, str(manifest_path)]))
+            target=lambda: self._ended.append(_calc(add).main([fd, str(manifest_path)]))
         )
         self._thread.start()
 
@@ -263,3 +272,35 @@ def test_a_mismatch_exits_before_any_hello(
         in capsys.readouterr().err
     )
     assert Plugin("calc").main(["x"]) == SETUP_EXIT_CODE
+
+
+def test_progress_goes_before_the_answer_and_never_after(manifest_path: Path) -> None:
+    calls: list[Call] = []
+
+    def chatty_add(a: int, b: int = 1) -> int:
+        call = Plugin.current_call()
+        calls.append(call)
+        call.progress("work")
+        call.progress("ing")
+        return a + b
+
+    worker = Worker(manifest_path, chatty_add)
+    with worker.core.sock:
+        core = worker.core
+        core.receive()  # Hello
+        first = core.call(4, "calc.add", '{"a": 1}')
+        frames = [first, core.receive(), core.receive()]
+        assert [f.WhichOneof("frame") for f in frames] == ["progress", "progress", "result"]
+        assert [f.progress.text for f in frames[:2]] == ["work", "ing"]
+        assert {f.progress.call_id for f in frames[:2]} == {4}
+        assert frames[2].result.result_json == "2"
+        with pytest.raises(CallAnswered, match="call 4 is already answered"):
+            calls[0].progress("too late")
+        core.send(pb.CoreToPlugin(shutdown=pb.Shutdown(reason="done")))
+        assert core.sock.recv(1) == b""  # nothing followed the answer
+    assert worker.exit_code() == 0
+
+
+def test_current_call_outside_a_tool_is_refused() -> None:
+    with pytest.raises(PluginSdkError, match="only available inside a running tool"):
+        Plugin.current_call()
