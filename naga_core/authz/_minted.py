@@ -66,8 +66,8 @@ def stage_minted(ledger: Ledger, token: Token, *, by: str) -> int:
 
 def describe_minted(msg: apb.TokenMinted) -> str:
     """One line for ``naga history``."""
-    parts = [f"minted {msg.role or 'role-less'} token {msg.id.hex()}"]
-    parts.append(f"under {msg.parent_id.hex()}" if msg.parent_id else "root")
+    under = f"under {msg.parent_id.hex()}" if msg.parent_id else "(root)"
+    parts = [f"minted {msg.role or 'role-less'} token {msg.id.hex()} {under}"]
     if msg.principal:
         parts.append(f"for {msg.principal}")
     if msg.HasField("session"):
