@@ -19,14 +19,17 @@ import pytest
 
 from naga.sdk import Client, TurnEvents, errors
 from naga.tokens import RejectReason, Risk, Token, TrustLevel
+from naga.v1 import authz_pb2 as apb
 from naga.v1 import turn_pb2 as tpb
 from naga_core.agent import AgentConfig
+from naga_core.authz import MINTED_KIND
 from naga_core.plugins import PluginsConfig
 from tests.agent.conftest import PLUGINS, TUNING, ServerThread, write_providers
 from tests.daemon.conftest import InProcessCore, core_in_thread
 from tests.daemon.token_helpers import SECOND, MovableClock, refused
 from tests.fakes.model_server import Reply
 from tests.ledger_helpers import verify_home
+from tests.plugin_host.conftest import READY_S
 
 GUARD_S = 20.0
 #: A stalled model call gives up after this: long enough that a stream cut
@@ -132,3 +135,28 @@ def test_a_run_stream_goes_on_when_another_token_is_revoked(
             rest = list(events)
         assert rest[-1].WhichOneof("kind") == "error"
         assert rest[-1].error.message == "the turn was aborted"
+
+
+def test_turn_and_plugin_tokens_are_recorded_as_minted_by_the_core(
+    core: InProcessCore, model_server: ServerThread
+) -> None:
+    with core.client() as owner:
+        model_server.script(Reply.answer("hello", usage=(3, 2)))
+        events = list(owner.run_turn("s-mint", "hi", uuid.uuid4().hex, timeout=GUARD_S))
+        turn_id = events[0].accepted.turn_id
+        message_seq = events[0].accepted.message_seq
+        owner.enable_plugin("danger", wait=READY_S)
+        by_seq = {
+            r.seq: apb.TokenMinted.FromString(r.payload)
+            for r in owner.records(0, 1000)
+            if r.kind == MINTED_KIND
+        }
+        owner.disable_plugin("danger")
+    # The turn's token rode the message's commit: the record right after it.
+    turn = by_seq[message_seq + 1]
+    assert turn.minted_by == f"core: turn {turn_id}"
+    assert (turn.role, turn.session, turn.budget_ceiling) == ("executor", "s-mint", 1000)
+    plugin = [m for m in by_seq.values() if m.minted_by == "core: plugin danger"]
+    assert plugin
+    assert plugin[0].role == "plugin"
+    assert list(plugin[0].tools.names) == ["danger.echo", "danger.wipe"]
