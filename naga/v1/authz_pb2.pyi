@@ -766,3 +766,93 @@ class InspectResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___InspectResponse: _TypeAlias = InspectResponse  # noqa: Y015
+
+@_typing.final
+class TokenMinted(_message.Message):
+    """The ledger record of one minted token (record kind "token.minted"):
+    every root token the core mints (AuthzService.Mint, and the tokens it
+    mints for its own children: gateway, plugins, each turn's executor) and
+    every sub-task token (Spawn). What the token is and allows, never its
+    bytes or its tag: a record must not be a credential. Not a kernel effect:
+    a rollback neither removes it nor brings a token back (a token handed out
+    stays out until it expires or is revoked).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    PARENT_ID_FIELD_NUMBER: _builtins.int
+    LINEAGE_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_FIELD_NUMBER: _builtins.int
+    SESSION_FIELD_NUMBER: _builtins.int
+    TOOLS_FIELD_NUMBER: _builtins.int
+    RISK_CEILING_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
+    BUDGET_CEILING_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_NS_FIELD_NUMBER: _builtins.int
+    MINTED_BY_FIELD_NUMBER: _builtins.int
+    id: _builtins.bytes
+    """The token's id (16 bytes)."""
+    parent_id: _builtins.bytes
+    """Its parent's id, for a sub-task token (Spawn); empty for a root token."""
+    role: _builtins.str
+    """The process role it is for."""
+    principal: _builtins.str
+    """The peer it acts for; empty for a process token."""
+    session: _builtins.str
+    """The session it is bound to; unset: any session."""
+    risk_ceiling: Global___RiskLevel.ValueType
+    """The highest operation risk it allows."""
+    trust: _core_pb2.TrustLevel.ValueType
+    """Its trust ceiling."""
+    budget_ceiling: _builtins.int
+    """Its budget ceiling; unset: unlimited."""
+    expires_at_ns: _builtins.int
+    """When it expires (Unix epoch ns, by the core's clock); unset: never."""
+    minted_by: _builtins.str
+    """Who had it minted: "owner", a token holder (Spawn), or the core
+    itself ("core: gateway", "core: plugin NAME", "core: turn ID").
+    """
+    @_builtins.property
+    def lineage(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """Its ancestors' ids, parent first; empty for a root token."""
+
+    @_builtins.property
+    def tools(self) -> Global___ToolAllowlist:
+        """The tools it may call; unset: any tool."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.bytes = ...,
+        parent_id: _builtins.bytes = ...,
+        lineage: _abc.Iterable[_builtins.bytes] | None = ...,
+        role: _builtins.str = ...,
+        principal: _builtins.str = ...,
+        session: _builtins.str | None = ...,
+        tools: Global___ToolAllowlist | None = ...,
+        risk_ceiling: Global___RiskLevel.ValueType = ...,
+        trust: _core_pb2.TrustLevel.ValueType = ...,
+        budget_ceiling: _builtins.int | None = ...,
+        expires_at_ns: _builtins.int | None = ...,
+        minted_by: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_budget_ceiling", b"_budget_ceiling", "_expires_at_ns", b"_expires_at_ns", "_session", b"_session", "budget_ceiling", b"budget_ceiling", "expires_at_ns", b"expires_at_ns", "session", b"session", "tools", b"tools"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_budget_ceiling", b"_budget_ceiling", "_expires_at_ns", b"_expires_at_ns", "_session", b"_session", "budget_ceiling", b"budget_ceiling", "expires_at_ns", b"expires_at_ns", "id", b"id", "lineage", b"lineage", "minted_by", b"minted_by", "parent_id", b"parent_id", "principal", b"principal", "risk_ceiling", b"risk_ceiling", "role", b"role", "session", b"session", "tools", b"tools", "trust", b"trust"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__budget_ceiling: _TypeAlias = _typing.Literal["budget_ceiling"]  # noqa: Y015
+    _WhichOneofArgType__budget_ceiling: _TypeAlias = _typing.Literal["_budget_ceiling", b"_budget_ceiling"]  # noqa: Y015
+    _WhichOneofReturnType__expires_at_ns: _TypeAlias = _typing.Literal["expires_at_ns"]  # noqa: Y015
+    _WhichOneofArgType__expires_at_ns: _TypeAlias = _typing.Literal["_expires_at_ns", b"_expires_at_ns"]  # noqa: Y015
+    _WhichOneofReturnType__session: _TypeAlias = _typing.Literal["session"]  # noqa: Y015
+    _WhichOneofArgType__session: _TypeAlias = _typing.Literal["_session", b"_session"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__budget_ceiling) -> _WhichOneofReturnType__budget_ceiling | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__expires_at_ns) -> _WhichOneofReturnType__expires_at_ns | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__session) -> _WhichOneofReturnType__session | None: ...
+
+Global___TokenMinted: _TypeAlias = TokenMinted  # noqa: Y015

@@ -24,6 +24,7 @@ from typing import Protocol, TypeVar
 import trio
 from google.protobuf.message import DecodeError, Message
 
+from naga.plugin import ToolSpec
 from naga.tokens import Risk
 from naga.trust import TrustLevel
 from naga.v1 import agent_pb2 as apb
@@ -38,7 +39,7 @@ from naga_core.agent._errors import AgentError, AgentUnavailable, SessionNotFoun
 from naga_core.agent._tools import all_tools, spec_for_model, visible
 from naga_core.agent._turn import Running, TurnCursor
 from naga_core.agent._workers import AgentWorkers
-from naga_core.authz import BudgetAccount, Grant, TokenAuthority
+from naga_core.authz import BudgetAccount, Grant, Token, TokenAuthority, stage_minted
 from naga_core.errors import NagaError
 from naga_core.kernel import Kernel, Settings, TrustTable
 from naga_core.ledger import Ledger
@@ -190,8 +191,10 @@ class Agent:
         outcome = apb.ExecutorOutcome()
         try:
             with running.scope:
-                await self._accept(running, text)
-                outcome = await self._execute(running, text)
+                tools = visible(self.plugins, running.risk)
+                token = self._turn_token(running, tools)
+                await self._accept(running, text, token)
+                outcome = await self._execute(running, text, token, tools)
         except (AgentError, PluginError) as exc:
             outcome = apb.ExecutorOutcome(
                 error_kind=tpb.TURN_ERROR_KIND_EXECUTOR, error_message=str(exc)
@@ -211,25 +214,9 @@ class Agent:
             if self._by_session.get(running.session) is running:
                 del self._by_session[running.session]
 
-    async def _accept(self, running: Running, text: str) -> None:
-        body = apb.TurnRecord(
-            session=running.session,
-            turn_id=running.id,
-            peer=running.peer,
-            idempotency_key=running.key,
-            text=text,
-            trust=running.trust.label,
-            risk_ceiling=int(running.risk),
-        )
-        seq = self._stage(rec.MESSAGE, body)
-        await self._settle()
-        running.message_seq = seq
-        running.accepted = True
-        running.emit(tpb.TurnEvent(accepted=tpb.TurnAccepted(message_seq=seq, turn_id=running.id)))
-
-    async def _execute(self, running: Running, text: str) -> apb.ExecutorOutcome:
-        session = self.sessions.open(running.session)
-        tools = visible(self.plugins, running.risk)
+    def _turn_token(self, running: Running, tools: list[ToolSpec]) -> Token:
+        """The turn's executor token: its role, session, the tools visible at
+        its trust, its budget, a life a minute past the turn's timeout."""
         token = self.authority.mint(
             EXECUTOR_ROLE,
             trust=running.trust,
@@ -240,6 +227,33 @@ class Agent:
             ttl_ns=int(self.config.turn_timeout_s * 1e9) + 60_000_000_000,
         )
         running.token_id = token.id
+        return token
+
+    async def _accept(self, running: Running, text: str, token: Token) -> None:
+        body = apb.TurnRecord(
+            session=running.session,
+            turn_id=running.id,
+            peer=running.peer,
+            idempotency_key=running.key,
+            text=text,
+            trust=running.trust.label,
+            risk_ceiling=int(running.risk),
+        )
+        seq = self._stage(rec.MESSAGE, body)
+        # The turn token's mint rides the message's group commit: no sync of
+        # its own on the turn path (bench/turn.py).
+        self.core.write(
+            lambda: stage_minted(self.core.ledger, token, by=f"core: turn {running.id}")
+        )
+        await self._settle()
+        running.message_seq = seq
+        running.accepted = True
+        running.emit(tpb.TurnEvent(accepted=tpb.TurnAccepted(message_seq=seq, turn_id=running.id)))
+
+    async def _execute(
+        self, running: Running, text: str, token: Token, tools: list[ToolSpec]
+    ) -> apb.ExecutorOutcome:
+        session = self.sessions.open(running.session)
         # History holds this turn's message already (indexed when staged).
         history = session.prompt(self.config.history_entries + 1)[:-1]
         messages = [

@@ -8,7 +8,8 @@ against the call (:meth:`TokenAuthority.verify`, a :class:`Grant` or
 :class:`TokenRejected` with a :class:`RejectReason`). Sub-tasks get strictly
 narrower tokens (:meth:`TokenAuthority.spawn`). Revocations, spending and
 violations are kernel state (:class:`RevocationList`, :class:`BudgetAccount`,
-:class:`ViolationPolicy`), so they are in the ledger.
+:class:`ViolationPolicy`), so they are in the ledger; so is every token
+minted (a ``token.minted`` record, :func:`stage_minted`: never its secret).
 
 The token format, its caveats and offline attenuation are the contract's
 (:mod:`naga.tokens`, so that holders outside the core can narrow tokens);
@@ -44,6 +45,12 @@ from naga_core.authz._errors import (
 from naga_core.authz._grant import Grant
 from naga_core.authz._keyfile import load_token_key, token_key_path
 from naga_core.authz._ledgered import REVOKED_FAMILY, SPENT_FAMILY, BudgetAccount, RevocationList
+from naga_core.authz._minted import (
+    MINTED_KIND,
+    describe_minted,
+    minted_record,
+    stage_minted,
+)
 from naga_core.authz._ratchet import (
     AUTHZ_RATCHETS,
     VIOLATIONS_FAMILY,
@@ -54,6 +61,7 @@ from naga_core.authz._token import RootKey, mint_token, verify_chain
 
 __all__ = [
     "AUTHZ_RATCHETS",
+    "MINTED_KIND",
     "REVOKED_FAMILY",
     "SPENT_FAMILY",
     "VIOLATIONS_FAMILY",
@@ -85,8 +93,11 @@ __all__ = [
     "TrustCeiling",
     "ViolationPolicy",
     "authz_raises",
+    "describe_minted",
     "load_token_key",
     "mint_token",
+    "minted_record",
+    "stage_minted",
     "token_key_path",
     "verify_chain",
 ]

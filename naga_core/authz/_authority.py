@@ -262,6 +262,31 @@ class TokenAuthority:
                     token_id=token_id,
                 )
 
+    def recheck(self, grant: Grant) -> None:
+        """Whether ``grant`` (settled when a stream opened) still stands:
+        TokenRejected naming why not, "token revoked" (the token or an
+        ancestor, REVOKED) or "token expired" (by this authority's clock,
+        EXPIRED). What else a grant says (role, session, tools) cannot change
+        while it is held, and a stream spends nothing."""
+        try:
+            self._check_not_revoked(grant.token_id, grant.lineage, grant.principal)
+        except TokenRejected as exc:
+            raise TokenRejected(
+                RejectReason.REVOKED,
+                f"token revoked while in use: {exc.detail}",
+                principal=grant.principal,
+                token_id=grant.token_id,
+            ) from None
+        now = self._clock()
+        if grant.expires_at_ns is not None and now >= grant.expires_at_ns:
+            raise TokenRejected(
+                RejectReason.EXPIRED,
+                f"token expired while in use: at {grant.expires_at_ns} ns, "
+                f"{now - grant.expires_at_ns} ns ago",
+                principal=grant.principal,
+                token_id=grant.token_id,
+            )
+
     # --- spawning -----------------------------------------------------------------------
 
     def spawn(

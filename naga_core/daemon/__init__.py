@@ -6,7 +6,9 @@ reach the core's trio loop through one bridge module
 (docs/adr/0004-grpc-trio-bridge.md), so every ledger and kernel access runs
 serially on that loop. Who may call is decided by an :class:`Authorizer`
 once per RPC (:class:`CoreAuthorizer`: the owner credential or a capability
-token) against one rule per method (:data:`POLICY`).
+token) against one rule per method (:data:`POLICY`). A server-streaming
+call stays admitted only while its token does (:class:`Standing`,
+:class:`TokenStanding`): a revocation or an expiry ends it.
 """
 
 from naga_core.daemon._auth import (
@@ -16,6 +18,8 @@ from naga_core.daemon._auth import (
     OwnerCall,
     OwnerCredential,
     Principal,
+    Standing,
+    Unconditional,
 )
 from naga_core.daemon._bridge import Bridge, Cursor, Method, Stream, Unary
 from naga_core.daemon._core import CoreInfo
@@ -33,11 +37,13 @@ from naga_core.daemon._gateway import WEBCHAT_HOST, WEBCHAT_PORT, GatewayOptions
 from naga_core.daemon._policy import POLICY, VISIBLE_KINDS, Rule, rule_for
 from naga_core.daemon._rundir import RunDir, running_pid
 from naga_core.daemon._serve import CoreConfig, CoreExit, serve_core
+from naga_core.daemon._standing import RELOOK_S, RevocationWatch, TokenStanding
 from naga_core.daemon._status import REJECTION_STATUS, status_of
 
 __all__ = [
     "POLICY",
     "REJECTION_STATUS",
+    "RELOOK_S",
     "VISIBLE_KINDS",
     "WEBCHAT_HOST",
     "WEBCHAT_PORT",
@@ -61,11 +67,15 @@ __all__ = [
     "OwnerCredential",
     "Principal",
     "RequestRefused",
+    "RevocationWatch",
     "Rule",
     "RunDir",
     "RunDirError",
+    "Standing",
     "Stream",
+    "TokenStanding",
     "Unary",
+    "Unconditional",
     "rule_for",
     "running_pid",
     "serve_core",

@@ -12,6 +12,9 @@ order (docs/adr/0004-grpc-trio-bridge.md):
 3. ``Admission.admit() -> Principal`` on the core's trio loop, just before
    the handler: what needs kernel state (revocation, budget spent, the
    principal's current trust), and recording violations.
+4. For a server-streaming call, ``Admission.standing(principal) -> Standing``
+   on the loop: checked again before every batch the stream sends, and
+   waking the stream when it may have changed (a revocation, the expiry).
 
 Steps 1 and 2 must not touch the kernel; step 3 is the only one that may.
 
@@ -27,12 +30,14 @@ import base64
 import binascii
 import contextlib
 import hmac
+import math
 import os
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import trio
 from google.protobuf.message import Message
 
 from naga.constants import OWNER_TOKEN_BYTES, TOKEN_MAX_BYTES
@@ -71,12 +76,40 @@ class Principal:
         return cls(who, owner=False, role=grant.role, grant=grant)
 
 
+class Standing(Protocol):
+    """Whether an open stream's caller is still admitted (on the loop).
+
+    A server-streaming call is admitted once, when it opens; its token can
+    be revoked or expire while it is open. The bridge asks :meth:`check`
+    before each batch leaves the loop, and wakes a stream waiting for its
+    next batch at :meth:`deadline` and whenever :meth:`waking` is told (a
+    revocation), so an idle stream is cut too.
+    """
+
+    def check(self) -> None:
+        """Raise the refusal (a NagaError) if the caller no longer stands."""
+        ...
+
+    def deadline(self) -> float:
+        """The trio time by which to check again though nothing woke the
+        stream (its expiry; ``math.inf``: never)."""
+        ...
+
+    def waking(self, scope: trio.CancelScope) -> contextlib.AbstractContextManager[None]:
+        """While inside, cancel ``scope`` when the standing may have changed."""
+        ...
+
+
 class Admission(Protocol):
     """A call that passed the server thread's checks; finished on the loop."""
 
     def admit(self) -> Principal:
         """On the core's trio loop, just before the handler: the principal,
         or the refusal (raised)."""
+        ...
+
+    def standing(self, principal: Principal) -> Standing:
+        """For a stream, on the loop after :meth:`admit`: how it stays admitted."""
         ...
 
 
@@ -101,6 +134,20 @@ class Authorizer(Protocol):
     def authorize(self, metadata: Metadata, method: str) -> Caller: ...
 
 
+class Unconditional:
+    """The standing of a caller nothing can withdraw while the core runs
+    (the owner: its credential changes only with the core)."""
+
+    def check(self) -> None:
+        return None
+
+    def deadline(self) -> float:
+        return math.inf
+
+    def waking(self, scope: trio.CancelScope) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+
 @dataclass(frozen=True, slots=True)
 class OwnerCall:
     """A call authenticated as the owner's: nothing more to check."""
@@ -110,6 +157,9 @@ class OwnerCall:
 
     def admit(self) -> Principal:
         return Principal.the_owner()
+
+    def standing(self, principal: Principal) -> Standing:
+        return Unconditional()
 
 
 def presented_credential(metadata: Metadata) -> tuple[str, bytes]:
@@ -207,5 +257,7 @@ __all__ = [
     "OwnerCall",
     "OwnerCredential",
     "Principal",
+    "Standing",
+    "Unconditional",
     "presented_credential",
 ]

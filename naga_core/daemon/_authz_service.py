@@ -4,8 +4,11 @@ inspecting capability tokens.
 Who may call each RPC is the policy table's (naga_core.daemon._policy); by
 the time a handler runs, a token holder's principal carries the grant the
 authorizer settled on this same loop turn, so a debit or a spawn is checked
-against exactly what the holder has now. ``check_*`` functions run on the
-server thread and look only at the request.
+against exactly what the holder has now. Every token minted or spawned here
+is a ``token.minted`` record (never the token itself), durable before the
+token leaves; a revocation wakes the open streams so the revoked token's
+end. ``check_*`` functions run on the server thread and look only at the
+request.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from naga_core.authz import (
     RevocationList,
     TokenAuthority,
     TokenRejected,
+    stage_minted,
 )
 from naga_core.daemon import _checks, _convert
 from naga_core.daemon._auth import Principal
@@ -52,7 +56,7 @@ class AuthzServicer:
             Unary("Inspect", apb.InspectRequest, self.inspect),
         ]
 
-    def mint(self, _p: Principal, req: apb.MintRequest) -> apb.MintResponse:
+    def mint(self, p: Principal, req: apb.MintRequest) -> apb.MintResponse:
         with _caveat_errors():
             token = self._authority.mint(
                 req.role,
@@ -64,8 +68,9 @@ class AuthzServicer:
                 budget=req.budget if req.HasField("budget") else None,
                 ttl_ns=req.ttl_ns if req.HasField("ttl_ns") else None,
             )
-        raw = token.to_bytes()
-        return apb.MintResponse(token=raw, grant=token_grant(self._settle(token)))
+        grant = self._settle(token)
+        self._record(token, by=p.name)
+        return apb.MintResponse(token=token.to_bytes(), grant=token_grant(grant))
 
     def spawn(self, p: Principal, req: apb.SpawnRequest) -> apb.SpawnResponse:
         parent = _grant_of(p)
@@ -86,12 +91,14 @@ class AuthzServicer:
         except TokenRejected as exc:
             self._authorizer.observe(exc)  # a widening is a violation (INV-6)
             raise
-        return apb.SpawnResponse(token=child.to_bytes(), grant=token_grant(self._settle(child)))
+        grant = self._settle(child)
+        self._record(child, by=p.name)
+        return apb.SpawnResponse(token=child.to_bytes(), grant=token_grant(grant))
 
     def revoke(self, p: Principal, req: apb.RevokeRequest) -> apb.RevokeResponse:
         revocations = RevocationList(self._core.kernel)
         reason = f"{req.reason} (by {p.name})"
-        seq = self._core.write(lambda: revocations.revoke(req.token_id, reason))
+        seq = self._authorizer.revoke(revocations, req.token_id, reason)
         response = apb.RevokeResponse()
         if seq is not None:
             response.seq = seq
@@ -120,6 +127,10 @@ class AuthzServicer:
         except TokenRejected as exc:
             return apb.InspectResponse(rejection=exc.reason.wire, detail=exc.detail)
         return apb.InspectResponse(grant=token_grant(grant))
+
+    def _record(self, token: Token, *, by: str) -> None:
+        """The mint in the ledger (staged: durable before the response)."""
+        self._core.write(lambda: stage_minted(self._core.ledger, token, by=by))
 
     def _settle(self, token: Token) -> Grant:
         """What ``token`` grants now, asked as its own role and session."""

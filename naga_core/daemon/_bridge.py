@@ -9,7 +9,9 @@ writer (INV-4) needs no lock. The authorizer's last step (what reads kernel
 state: a token's revocation, budget, trust) runs there too, just before the
 handler (naga_core.daemon._auth). Server-streaming calls fetch each batch the
 same way with ``trio.from_thread.run`` and wait on the loop, not in the
-thread.
+thread; before each batch leaves the loop the caller's standing is checked
+again, and a waiting stream is woken to check it when its token is revoked
+or expires (naga_core.daemon._standing), so such a stream ends then.
 
 Requests arrive as raw bytes (no grpcio deserializer), so a message that
 does not decode is this module's INVALID_ARGUMENT with a message, not
@@ -32,7 +34,7 @@ import grpc
 import trio
 from google.protobuf.message import DecodeError, Message
 
-from naga_core.daemon._auth import Admission, Authorizer, Principal
+from naga_core.daemon._auth import Admission, Authorizer, Principal, Standing
 from naga_core.daemon._errors import CoreStopping, RequestRefused, RunDirError
 from naga_core.daemon._rundir import binding_path
 from naga_core.daemon._status import is_fatal, status_of, trailers_of
@@ -63,7 +65,10 @@ class Cursor(Protocol):
 
     async def next(self) -> Sequence[Message] | None:
         """The next batch (maybe empty), or None when the stream is over.
-        Raise a NagaError to end the stream with its status."""
+        Raise a NagaError to end the stream with its status. Cancel-safe:
+        cancelled while it waits, it has taken nothing, and the bridge may
+        call it again (it does, after a revocation that was not its
+        caller's)."""
         ...
 
 
@@ -97,22 +102,34 @@ Method = Unary[Any] | Stream[Any] | AsyncUnary[Any]
 
 
 class _StreamCall:
-    """Lets a stream's waiting ``next`` be cancelled when its caller leaves."""
+    """One stream's pulls on the loop: its caller's standing checked before
+    each batch leaves, the wait for a batch woken when the standing may have
+    changed (and cancelled for good when the caller leaves)."""
 
-    def __init__(self) -> None:
+    def __init__(self, standing: Standing) -> None:
+        self._standing = standing
         self._scope: trio.CancelScope | None = None
         self._done = False
 
     async def next(self, cursor: Cursor) -> Sequence[Message] | None:
-        if self._done:
-            return None
-        with trio.CancelScope() as scope:
-            self._scope = scope
-            try:
-                return await cursor.next()
-            finally:
-                self._scope = None
-        return None  # cancelled: the caller went away
+        standing = self._standing
+        while not self._done:
+            standing.check()
+            batch: Sequence[Message] | None = None
+            with trio.CancelScope(deadline=standing.deadline()) as scope:
+                self._scope = scope
+                try:
+                    with standing.waking(scope):
+                        batch = await cursor.next()
+                finally:
+                    self._scope = None
+            if not scope.cancelled_caught:
+                # Checked again: the batch may have waited for the very
+                # record that revoked the token.
+                standing.check()
+                return batch
+            # Woken (a revocation, the expiry) or the caller left: look again.
+        return None  # the caller went away
 
     def cancel(self) -> None:  # on the trio thread
         self._done = True
@@ -279,6 +296,15 @@ class Bridge:
         # On the loop: the checks that read kernel state, then the handler.
         return fn(admission.admit(), request)
 
+    @staticmethod
+    def _opened(
+        admission: Admission, m: Stream[Any], request: Message
+    ) -> tuple[Cursor, _StreamCall]:
+        # On the loop: admitted, opened, and how it stays admitted.
+        principal = admission.admit()
+        cursor = m.open(principal, request)
+        return cursor, _StreamCall(admission.standing(principal))
+
     def _unary(self, m: Unary[Any], full: str) -> Callable[[bytes, grpc.ServicerContext], bytes]:
         def behave(raw: bytes, context: grpc.ServicerContext) -> bytes:
             try:
@@ -348,8 +374,8 @@ class Bridge:
                 admission, request = self._admit(context, full, m, raw)
                 self._enter_stream(m)
                 entered = True
-                cursor: Cursor = self._hop(self._admitted, admission, m.open, request)
-                call = _StreamCall()
+                opened: tuple[Cursor, _StreamCall] = self._hop(self._opened, admission, m, request)
+                cursor, call = opened
                 context.add_callback(lambda: self._cancel_on_loop(call.cancel))
                 while True:
                     try:

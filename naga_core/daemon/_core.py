@@ -14,7 +14,7 @@ from typing import TypeVar
 import trio
 
 from naga_core._home import Home
-from naga_core.authz import TokenAuthority
+from naga_core.authz import Token, TokenAuthority, stage_minted
 from naga_core.daemon._errors import CoreStopping
 from naga_core.errors import NagaError
 from naga_core.kernel import Kernel, Settings, TrustTable
@@ -74,6 +74,14 @@ class Core:
         finally:
             if self.ledger.size != before:  # something committed on this thread
                 self.notify_appended()
+
+    async def minted(self, token: Token, by: str) -> None:
+        """Record that the core minted ``token`` for ``by`` (a ``token.minted``
+        record, never the token) and make it durable, off the loop, before
+        the caller hands the token out."""
+        self.write(lambda: stage_minted(self.ledger, token, by=by))
+        if await trio.to_thread.run_sync(self.settle):
+            self.notify_appended()
 
     def on_rollback(self, hook: Callable[[], None]) -> None:
         """Run ``hook`` after every rollback, inside the rollback's write (so

@@ -14,6 +14,9 @@ Where each check runs (docs/design/architecture.md, "Checking a call"):
   state; and recording a violation (``ViolationPolicy``), which writes it.
   Refusals keep the authority's order: revocation before what the pure
   checks found.
+* for a server-streaming call, the same loop, before every batch it sends:
+  the token's standing (``TokenStanding``: not revoked since, not expired),
+  so a revocation or an expiry ends a stream that is already open.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from naga.tokens import RejectReason, RoleIs, SessionIs, Token
 from naga_core.authz import (
     Checked,
     InvalidRequest,
+    RevocationList,
     TokenAuthority,
     TokenRejected,
     ViolationPolicy,
@@ -39,10 +43,13 @@ from naga_core.daemon._auth import (
     OwnerCall,
     OwnerCredential,
     Principal,
+    Standing,
+    Unconditional,
     presented_credential,
 )
 from naga_core.daemon._errors import CredentialRefused, RequestRefused
 from naga_core.daemon._policy import POLICY, Rule
+from naga_core.daemon._standing import RevocationWatch, TokenStanding
 
 T = TypeVar("T")
 #: Runs a kernel write on the loop (``Core.write``: subscribers see it).
@@ -70,6 +77,9 @@ class CoreAuthorizer:
         self._violations = violations
         self._write = write
         self._policy = policy
+        #: Wakes open streams when the revocation list may have changed;
+        #: the composition root also bumps it after every rollback.
+        self.revocations = RevocationWatch()
 
     def rule(self, method: str) -> Rule:
         rule = self._policy.get(method)
@@ -91,6 +101,15 @@ class CoreAuthorizer:
             return call
         token = self.authority.authenticate(presented)
         return TokenCaller(self, name, rule, token)
+
+    def revoke(self, revocations: RevocationList, token_id: bytes, reason: str) -> int | None:
+        """Revoke ``token_id`` (staged, like every write) and wake the open
+        streams, so one of its own ends now. The seq; None if it already was."""
+        seq = self._write(lambda: revocations.revoke(token_id, reason))
+        if not isinstance(seq, int):
+            return None
+        self.revocations.bump()
+        return seq
 
     def observe(self, rejected: TokenRejected) -> None:
         """Count ``rejected`` against its principal if it is a violation
@@ -148,6 +167,12 @@ class TokenAdmission:
             self.authorizer.observe(exc)
             raise
         return Principal.holder(grant)
+
+    def standing(self, principal: Principal) -> Standing:
+        if principal.grant is None:  # admit() gives a holder; belt and braces
+            return Unconditional()
+        authorizer = self.authorizer
+        return TokenStanding.of(authorizer.authority, principal.grant, authorizer.revocations)
 
 
 def own_role(token: Token) -> str:

@@ -28,7 +28,7 @@ import sandbox
 from naga.tokens import Risk, TokenError
 from naga.trust import TrustLevel
 from naga.v1 import core_pb2 as cpb
-from naga_core.authz import TokenAuthority
+from naga_core.authz import Token, TokenAuthority
 from naga_core.errors import NagaError
 from naga_core.supervisor import RestartPolicy
 
@@ -67,11 +67,13 @@ class GatewayProcess:
         home: str,
         socket: str,
         authority: Callable[[], TokenAuthority | None],
+        minted: Callable[[Token, str], Awaitable[None]],
         options: GatewayOptions,
     ) -> None:
         self._home = home
         self._socket = socket
         self._authority = authority
+        self._minted = minted
         self._options = options
         self.pid = 0
         self.started_ns = 0
@@ -131,12 +133,14 @@ class GatewayProcess:
         authority = self._authority()
         if authority is None:
             raise GatewayError("the core has no token authority")
-        token = authority.mint(
+        minted = authority.mint(
             # R4: the console's "undo to here" is a rollback (see _policy).
             "gateway",
             trust=TrustLevel.OWNER,
             risk=Risk.R4,
-        ).to_bytes()
+        )
+        await self._minted(minted, "core: gateway")  # in the ledger before it leaves
+        token = minted.to_bytes()
         profile = sandbox.Profile.gateway(
             self._options.port, self._socket, allow_degraded=self._options.allow_degraded
         )

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from google.protobuf.message import DecodeError
 
+from naga.v1 import authz_pb2 as apb
 from naga.v1 import core_pb2 as cpb
 from naga.v1 import kernel_pb2 as kpb
+from naga_core.authz import MINTED_KIND, describe_minted
 from naga_core.daemon import _checks, _convert
 from naga_core.daemon._auth import Principal
 from naga_core.daemon._bridge import Method, Unary
@@ -170,6 +172,11 @@ def _entry(rec: Record) -> cpb.HistoryEntry:
         entry.form = effect.form
         entry.irreversible = effect.irreversible
         entry.rollback_to = effect.rollback_to
+    elif rec.kind == MINTED_KIND:
+        try:
+            entry.description = describe_minted(apb.TokenMinted.FromString(rec.payload))
+        except DecodeError:
+            entry.description = "(unreadable token record)"
     return entry
 
 

@@ -125,6 +125,8 @@ async def serve_core(
             violations=ViolationPolicy.over(kernel),
             write=core.write,
         )
+        # A rollback can bring a revocation back: open streams check again.
+        core.on_rollback(authorizer.revocations.bump)
         await _serve(core, rundir, authorizer, config, task_status, plugins=plugins)
         if core.failure is None:
             _catch_up_projection(config.home, ledger)
@@ -187,6 +189,7 @@ async def _serve(
             home=config.home.root,
             socket=rundir.socket_path,
             authority=lambda: core.authority,
+            minted=core.minted,
             options=config.gateway,
         )
         if config.gateway.enabled

@@ -31,9 +31,10 @@ import sandbox
 from naga.plugin import check_arguments
 from naga.plugin.errors import InvalidArguments
 from naga_core._home import Home
-from naga_core.authz import TokenAuthority
+from naga_core.authz import Token, TokenAuthority, stage_minted
 from naga_core.errors import NagaError
 from naga_core.kernel import Actions, ComponentRuntime, ComponentSpec, Kernel
+from naga_core.ledger import Ledger
 from naga_core.plugins._catalog import Catalog, Installed, Root
 from naga_core.plugins._errors import (
     PluginNotFound,
@@ -87,6 +88,9 @@ class Core(Protocol):
 
     @property
     def kernel(self) -> Kernel: ...
+
+    @property
+    def ledger(self) -> Ledger: ...
 
     @property
     def socket(self) -> str: ...
@@ -252,7 +256,7 @@ class PluginHost:
             read_only=[plugin.directory],
             allow_degraded=self._tuning.allow_degraded,
         )
-        token = self._tokens.mint(m)
+        token = self._minted(self._tokens.mint(m), f"core: plugin {m.name}")
         return sandbox.launch(
             profile,
             m.entry,
@@ -263,6 +267,15 @@ class PluginHost:
             kernel=self._kernel_report,
             ready_timeout=self._tuning.launch_timeout_s,
         )
+
+    def _minted(self, token: Token, by: str) -> bytes:
+        """From the launch thread: the mint staged on the loop (the single
+        writer) and made durable here, before the token leaves the core."""
+        core = self._bound()
+        trio.from_thread.run_sync(core.write, lambda: stage_minted(core.ledger, token, by=by))
+        if core.settle():
+            trio.from_thread.run_sync(core.notify_appended)
+        return token.to_bytes()
 
     async def _note(self, text: str) -> None:
         core = self._bound()

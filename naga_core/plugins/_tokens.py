@@ -3,9 +3,8 @@
 Role ``plugin``; the manifest's tools as the allowlist; the highest risk
 among them as the risk ceiling; trust ceiling UNTRUSTED (a plugin acts for
 nobody); no principal (a process token). A fresh token is minted for every
-launch. The daemon's authorizer does not accept capability tokens yet (the
-owner credential is the only one on this branch), so the token is handed
-over now and honoured when the token authorizer lands.
+launch, and recorded in the ledger (``token.minted``) before it is handed
+over.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import time
 
 from naga.plugin import Manifest
 from naga_core._home import Home
-from naga_core.authz import Risk, TokenAuthority, load_token_key
+from naga_core.authz import Risk, Token, TokenAuthority, load_token_key
 from naga_core.kernel import Kernel, TrustLevel
 
 #: The role in every plugin token.
@@ -33,14 +32,14 @@ class PluginTokens:
         key = load_token_key(home, create=True)
         return cls(TokenAuthority.over_kernel(kernel, key, clock=time.time_ns))
 
-    def mint(self, manifest: Manifest) -> bytes:
-        token = self.authority.mint(
+    def mint(self, manifest: Manifest) -> Token:
+        """A worker's token (pure: the caller records it in the ledger)."""
+        return self.authority.mint(
             PLUGIN_ROLE,
             trust=TrustLevel.UNTRUSTED,
             risk=Risk(int(manifest.max_risk)),
             tools=[t.name for t in manifest.tools],
         )
-        return token.to_bytes()
 
 
 __all__ = ["PLUGIN_ROLE", "PluginTokens"]

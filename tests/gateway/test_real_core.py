@@ -17,7 +17,9 @@ import pytest
 import trio
 
 from naga.sdk import Client
+from naga.v1 import authz_pb2 as apb
 from naga.v1 import core_pb2 as cpb
+from naga_core.authz import MINTED_KIND
 from naga_core.cli import main as cli_main
 from tests.agent.conftest import ServerThread, model_server, write_providers
 from tests.daemon.conftest import start_core_process
@@ -51,6 +53,15 @@ def test_a_webchat_message_is_answered_by_the_real_core(
     try:
         with Client.connect(home) as c:
             rows = {p.role: p for p in c.status().processes}
+            minted = [
+                apb.TokenMinted.FromString(r.payload)
+                for r in c.records(0, 1000)
+                if r.kind == MINTED_KIND
+            ]
+        # The gateway's token is in the ledger (its shape, not its secret).
+        assert [(m.role, m.minted_by) for m in minted if m.role == "gateway"] == [
+            ("gateway", "core: gateway")
+        ]
         gw = rows["gateway"]
         assert gw.state == cpb.PROCESS_STATE_RUNNING, core.output()
         assert gw.detail == f"http://127.0.0.1:{port}/"
