@@ -6,6 +6,12 @@ base64) come in the environment the sandbox passes (``CORE_SOCKET_ENV``,
 ``TOKEN_ENV``), never on the command line, where other users could read
 them. Once listening it prints one line, ``naga-gateway listening on
 HOST:PORT``, to stdout (the supervisor's readiness signal).
+
+``--lifeline-fd N`` is the read end of a pipe whose write end only the core
+holds: nothing is ever written, so the end of file means the core is gone
+(killed outright, with no chance to stop its children). The gateway then
+stops by itself instead of living on as an orphan that holds the WebChat
+port against the next core's gateway.
 """
 
 from __future__ import annotations
@@ -36,11 +42,27 @@ def _authorization() -> str:
     return f"{CAPABILITY_SCHEME} {base64.b64encode(token).decode('ascii')}"
 
 
+async def _outlive_not(lifeline: int, scope: trio.CancelScope) -> None:
+    """Stop the gateway once the core's end of the lifeline is closed."""
+    await trio.lowlevel.wait_readable(lifeline)
+    print("naga-gateway: the core is gone; stopping", file=sys.stderr, flush=True)
+    scope.cancel()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="naga-gateway", description="The Naga gateway")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="0 picks a free port")
+    parser.add_argument(
+        "--lifeline-fd", type=int, default=None, help="stop when this pipe ends (the core)"
+    )
     args = parser.parse_args(argv)
+    lifeline: int | None = args.lifeline_fd
+    if lifeline is not None:
+        try:
+            os.fstat(lifeline)
+        except OSError as exc:
+            sys.exit(f"naga-gateway: --lifeline-fd {lifeline} is not an open descriptor: {exc}")
     socket = os.environ.get(CORE_SOCKET_ENV)
     if not socket:
         sys.exit(f"naga-gateway: {CORE_SOCKET_ENV} must name the core's socket")
@@ -52,6 +74,8 @@ def main(argv: list[str] | None = None) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with trio.open_nursery() as nursery:
                 port = await nursery.start(gateway.serve)
+                if lifeline is not None:
+                    nursery.start_soon(_outlive_not, lifeline, nursery.cancel_scope)
                 print(f"naga-gateway listening on {args.host}:{port}", flush=True)
                 async for _ in signals:
                     nursery.cancel_scope.cancel()

@@ -5,10 +5,13 @@ every launch), starts ``python -m naga_gateway``'s entry point under
 ``sandbox.Profile.gateway(port, core_socket)`` with the token and the socket
 in the environment the sandbox passes, and takes its first stdout line
 (``naga-gateway listening on HOST:PORT``) as readiness; later output goes
-to ``run/gateway.log``. A gateway that exits is started again with the
-plugin workers' backoff and crash-loop damping; every restart and its cause
-is a ledger entry. The core serves whether or not the gateway runs: a busy
-port is a failed gateway (in ``naga daemon status``), not a failed core.
+to ``run/gateway.log``. It also inherits the read end of a lifeline pipe
+whose write end only the core holds, so a core killed outright does not
+leave its gateway running (and holding the port the next core's gateway
+needs). A gateway that exits is started again with the plugin workers'
+backoff and crash-loop damping; every restart and its cause is a ledger
+entry. The core serves whether or not the gateway runs: a busy port is a
+failed gateway (in ``naga daemon status``), not a failed core.
 """
 
 from __future__ import annotations
@@ -81,6 +84,8 @@ class GatewayProcess:
         self.detail = ""
         self.state = cpb.PROCESS_STATE_STOPPED
         self.url = ""
+        #: The read end of the lifeline each gateway launch inherits.
+        self._lifeline = -1
 
     def row(self) -> cpb.ProcessStatus:
         running = self.state == cpb.PROCESS_STATE_RUNNING
@@ -101,6 +106,18 @@ class GatewayProcess:
     ) -> None:
         """Run the gateway until cancelled; started after the first attempt
         (whether it came up or not: the core does not wait on its gateway)."""
+        # The write end stays here, unwritten, for as long as the core lives.
+        self._lifeline, kept = os.pipe()
+        try:
+            await self._supervise(note, task_status)
+        finally:
+            os.close(kept)
+            os.close(self._lifeline)
+            self._lifeline = -1
+
+    async def _supervise(
+        self, note: Callable[[str], Awaitable[object]], task_status: trio.TaskStatus[None]
+    ) -> None:
         history = self._options.restart.history()
         first = True
         while True:
@@ -152,8 +169,16 @@ class GatewayProcess:
                 lambda: sandbox.launch(
                     profile,
                     GATEWAY_TARGET,
-                    ["--host", self._options.host, "--port", str(self._options.port)],
+                    [
+                        "--host",
+                        self._options.host,
+                        "--port",
+                        str(self._options.port),
+                        "--lifeline-fd",
+                        str(self._lifeline),
+                    ],
                     work_dir=work,
+                    pass_fds=[self._lifeline],
                     env={sandbox.TOKEN_ENV: base64.b64encode(token).decode("ascii")},
                     stdout=w,
                 )

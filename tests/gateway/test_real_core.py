@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 from pathlib import Path
@@ -164,3 +165,36 @@ def test_a_gateway_killed_mid_turn_is_restarted_and_nothing_is_lost_or_run_twice
     finally:
         os.kill(core.pid, signal.SIGTERM)
         assert core.proc.wait(60) == 0, core.output()
+
+
+def test_a_gateway_whose_core_is_killed_stops_and_frees_its_port(
+    home: str, tmp_path: Path, model_server: ServerThread
+) -> None:
+    """SIGKILL the core (no chance to stop its children): its gateway sees
+    the lifeline end and stops by itself, so the next core's gateway gets
+    the same port and serves."""
+    write_providers(home, model_server.server.openai_url)
+    port = _free_port()
+    core = start_core_process(home, tmp_path / "core.log", gateway_port=port)
+    try:
+        with Client.connect(home) as c:
+            first = {p.role: p for p in c.status().processes}["gateway"].pid
+        pidfd = os.pidfd_open(first)
+    finally:
+        os.kill(core.pid, signal.SIGKILL)
+        core.proc.wait(30)
+    try:
+        ended, _, _ = select.select([pidfd], [], [], 30)
+    finally:
+        os.close(pidfd)
+    assert ended, f"the gateway (pid {first}) outlived its killed core"
+    again = start_core_process(home, tmp_path / "core2.log", gateway_port=port)
+    try:
+        with Client.connect(home) as c:
+            gw = {p.role: p for p in c.status().processes}["gateway"]
+        assert gw.state == cpb.PROCESS_STATE_RUNNING, again.output()
+        assert gw.pid != first
+        assert gw.detail == f"http://127.0.0.1:{port}/"
+    finally:
+        os.kill(again.pid, signal.SIGTERM)
+        assert again.proc.wait(60) == 0, again.output()
