@@ -123,6 +123,11 @@ class AgentWorkers:
         self.executors: list[Worker] = []
         self._idle: list[Worker] = []
         self._idle_changed = trio.Event()
+        # Turns waiting for an executor are served first come, first served
+        # (trio.Lock is FIFO): woken all at once by an Event, the waiters
+        # would race in trio's shuffled run order, and with 20 sessions on
+        # 2 executors some turns waited seconds while others went ahead.
+        self._take_turn = trio.Lock()
         self.provider: Worker | None = None
         self.provider_name = ""
         self.provider_problem = ""
@@ -281,15 +286,17 @@ class AgentWorkers:
     # --- use ----------------------------------------------------------------------------
 
     async def take_executor(self, timeout_s: float) -> Worker:
-        """An idle executor (waiting up to ``timeout_s`` for one)."""
+        """An idle executor (waiting up to ``timeout_s`` for one), in the
+        order the turns asked."""
         with trio.move_on_after(timeout_s):
-            while True:
-                for worker in self._idle:
-                    if worker.state is not WorkerState.FAILED:
-                        self._idle.remove(worker)
-                        return worker
-                changed = self._idle_changed
-                await changed.wait()
+            async with self._take_turn:
+                while True:
+                    for worker in self._idle:
+                        if worker.state is not WorkerState.FAILED:
+                            self._idle.remove(worker)
+                            return worker
+                    changed = self._idle_changed
+                    await changed.wait()
         raise NoExecutor(
             f"no agent executor was free within {timeout_s:g} s "
             f"({len(self.executors)} in the pool, all busy or failed)"
