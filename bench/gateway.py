@@ -59,10 +59,17 @@ _CORE_ARGV = (sys.executable, "-m", "naga_core.cli", "daemon", "start", "--foreg
 
 
 async def _client(
-    port: int, name: str, turns: int, latencies: list[float], *, echo: bool, sessions: list[str]
+    port: int,
+    name: str,
+    turns: int,
+    latencies: list[float],
+    *,
+    echo: bool,
+    sessions: list[str],
+    errors: list[str],
 ) -> int:
     """Runs ``turns`` turns; returns how many were acknowledged and answered
-    (with the fake core's echo when ``echo``)."""
+    (with the fake core's echo when ``echo``); turn errors go to ``errors``."""
     c = await WsClient.open(port)
     hello = await c.connect(name=name)
     # The fake core's peers are guests; a real gateway's loopback peers are
@@ -78,10 +85,12 @@ async def _client(
         )
         if not ack["ok"]:
             continue
-        final = await c.until_event("turn.final", session)
+        final = await c.until_event(("turn.final", "turn.error"), session)
         latencies.append(time.perf_counter() - start)
         c.events.clear()
-        if not echo or final["data"]["text"] == f"echo: turn {i} of {session}":
+        if final["event"] == "turn.error":
+            errors.append(str(final["data"].get("message", final["data"]))[:300])
+        elif not echo or final["data"]["text"] == f"echo: turn {i} of {session}":
             done += 1
     await c.aclose()
     return done
@@ -93,10 +102,13 @@ async def _level(
     latencies: list[float] = []
     answered: list[int] = []
     names: list[str] = []
+    errors: list[str] = []
 
     async def one(n: int) -> None:
         answered.append(
-            await _client(port, f"{tag}-{n}", turns, latencies, echo=echo, sessions=names)
+            await _client(
+                port, f"{tag}-{n}", turns, latencies, echo=echo, sessions=names, errors=errors
+            )
         )
 
     start = time.perf_counter()
@@ -112,6 +124,8 @@ async def _level(
         "p50_ms": round(q[49] * 1000, 2),
         "p99_ms": round(q[98] * 1000, 2),
         "lost": sessions * turns - sum(answered),
+        "turn_errors": len(errors),
+        **({"first_error": errors[0]} if errors else {}),
     }, names
 
 

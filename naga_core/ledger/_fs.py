@@ -100,13 +100,22 @@ def write_atomic(fs: FileSystem, path: str, data: bytes) -> None:
 
 
 def makedirs(fs: FileSystem, path: str) -> None:
-    """mkdir -p, syncing each parent whose entries changed."""
+    """mkdir -p, syncing each parent whose entries changed; safe when
+    another thread or process creates the same directories at once."""
     if fs.is_dir(path):
         return
     parent = os.path.dirname(path)
     if parent and parent != path:
         makedirs(fs, parent)
-    fs.mkdir(path)
+    try:
+        fs.mkdir(path)
+    except FileExistsError:
+        # Made by another thread between the check and here (blob puts run
+        # in worker threads: two turns storing blobs with the same fan-out
+        # prefix). Not a failure; but its maker may not have synced the
+        # parent yet, so this caller syncs it too before relying on it.
+        if not fs.is_dir(path):
+            raise
     fs.sync_dir(parent)
 
 

@@ -99,15 +99,19 @@ class WsClient:
             await self.recv()
         return self.responses.pop(rid)
 
-    async def until_event(self, kind: str, session: str | None = None) -> dict[str, Any]:
+    async def until_event(
+        self, kind: str | tuple[str, ...], session: str | None = None
+    ) -> dict[str, Any]:
+        """The next event of ``kind`` (or of any of the kinds) for ``session``."""
+        kinds = (kind,) if isinstance(kind, str) else kind
         seen = len(self.events)
         for frame in self.events[:seen]:
-            if frame["event"] == kind and session in (None, frame["session"]):
+            if frame["event"] in kinds and session in (None, frame["session"]):
                 self.events.remove(frame)
                 return frame
         while True:
             frame = await self.recv()
-            is_it = frame.get("type") == "event" and frame["event"] == kind
+            is_it = frame.get("type") == "event" and frame["event"] in kinds
             if is_it and session in (None, frame["session"]):
                 self.events.remove(frame)
                 return frame

@@ -288,3 +288,41 @@ def test_blob_problem_is_frozen() -> None:
     problem = BlobProblem("/x", "why", "stray")
     with pytest.raises(AttributeError):
         problem.path = "/y"  # pyright: ignore[reportAttributeAccessIssue]
+
+
+class _RacedFs(OsFileSystem):
+    """The real filesystem, where another party creates each directory just
+    before this store's own mkdir of it (as a concurrent put in another
+    thread does): the mkdir then finds it there."""
+
+    def __init__(self) -> None:
+        self.raced: list[str] = []
+
+    def mkdir(self, path: str) -> None:
+        os.mkdir(path, 0o700)
+        self.raced.append(path)
+        super().mkdir(path)  # FileExistsError, as in the race
+
+
+def test_a_directory_made_meanwhile_by_another_put_is_not_a_failure(tmp_path: Path) -> None:
+    """Two turns storing blobs with the same fan-out prefix at once: the one
+    that loses the mkdir race must not mark the whole store failed (which
+    failed every later turn of the core)."""
+    fs = _RacedFs()
+    store = BlobStore(fs, str(tmp_path / "blobs"))
+    first = store.put(b"one")
+    assert fs.raced, "the race was not staged"
+    assert store.get(first) == b"one"
+    second = store.put(b"two")  # the store goes on
+    assert store.get(second) == b"two"
+    assert store.verify_all() == []
+
+
+def test_a_file_where_a_directory_belongs_still_fails_the_put(tmp_path: Path) -> None:
+    root = tmp_path / "blobs"
+    store = BlobStore(OsFileSystem(), str(root))
+    digest = hashlib.sha256(b"x").hexdigest()
+    (root / "sha256").mkdir(parents=True)
+    (root / "sha256" / digest[:2]).write_bytes(b"not a directory")
+    with pytest.raises(BlobError, match="cannot store blob"):
+        store.put(b"x")
