@@ -188,6 +188,8 @@ async def _serve(
             socket=rundir.socket_path,
             authority=lambda: core.authority,
             options=config.gateway,
+            port_setting=lambda: core.settings.get_int("gateway.port"),
+            settings_changed=lambda: _next_append(core),
         )
         if config.gateway.enabled
         else None
@@ -227,6 +229,14 @@ async def _serve(
                 except NotifyFailed as exc:  # stopping cleanly matters more
                     log.warning("%s", exc)
         nursery.cancel_scope.cancel()
+
+
+async def _next_append(core: Core) -> None:
+    """Return after the ledger's next durable record (never once stopping:
+    the core is going away and nothing needs to follow it)."""
+    if core.stopping.is_set():
+        await trio.sleep_forever()
+    await core.wait_past(core.ledger.size)
 
 
 def _journal_note(core: Core) -> Callable[[str], Awaitable[object]]:

@@ -81,16 +81,19 @@ def test_the_setting_switches_provider_for_the_next_turn_and_a_rollback_switches
                 set_two = c.set_setting_text("model.provider", "two")
                 two.script(Reply.answer("from two"))
                 assert final(turn(c, "s", "and now?")).text == "from two"
-                assert one.server.pending == 0 and two.server.pending == 0
+                assert one.server.pending == 0
+                assert two.server.pending == 0
                 rows = {p.role for p in c.status().processes}
-                assert "provider:two" in rows and "provider:one" not in rows
+                assert "provider:two" in rows
+                assert "provider:one" not in rows
 
                 c.set_setting_text("model.provider", "nope")
                 err = error(turn(c, "s", "still there?"))
                 assert err.kind == tpb.TURN_ERROR_KIND_MODEL
                 assert "model.provider = 'nope'" in err.message
                 assert "known: local, one, two" in err.message
-                assert not one.server.unexpected and not two.server.unexpected
+                assert not one.server.unexpected
+                assert not two.server.unexpected
 
                 # Back to before "two" was set: the default, "one", again.
                 c.rollback(set_two.seq - 1, by_owner=True)

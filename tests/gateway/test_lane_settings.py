@@ -119,7 +119,8 @@ def test_lane_settings_from_the_core_apply_live(model_server: ServerThread) -> N
         # Answered only after the frame before it was handled (put in its lane).
         assert (await c.request("sessions"))["ok"]
         assert gateway.lanes.waiting == 1
-        assert len(model.server.requests) == 1 and b not in c.responses
+        assert len(model.server.requests) == 1
+        assert b not in c.responses
 
         # Back to its default (4): the waiting turn starts now, while the
         # first is still held.

@@ -32,7 +32,8 @@ NO_LOCAL_ENTRY = ProviderFile.read(
 def test_unset_means_the_files_default_else_the_embedded_model() -> None:
     assert choose("", FILE, local_allowed=True).name == "alpha"
     embedded = choose("", ProviderFile.absent(), local_allowed=True)
-    assert embedded.embedded and embedded.name == "local"
+    assert embedded.embedded
+    assert embedded.name == "local"
 
 
 def test_a_name_picks_that_provider_and_local_the_embedded_model() -> None:
@@ -43,7 +44,8 @@ def test_a_name_picks_that_provider_and_local_the_embedded_model() -> None:
 
 def test_a_providers_json_entry_named_local_wins_over_the_embedded_model() -> None:
     chosen = choose("local", FILE, local_allowed=True)
-    assert not chosen.embedded and chosen.provider == _provider("local")
+    assert not chosen.embedded
+    assert chosen.provider == _provider("local")
 
 
 def test_an_unknown_name_is_refused_naming_the_setting_and_the_known_names() -> None:
@@ -57,7 +59,7 @@ def test_an_unknown_name_is_refused_naming_the_setting_and_the_known_names() -> 
 
 def test_a_refused_file_is_said_not_skipped() -> None:
     refused = ProviderFile.refused("mode 0644 is wider than 0600")
-    with pytest.raises(NoModelProvider, match="unset.*refused: mode 0644"):
+    with pytest.raises(NoModelProvider, match=r"unset.*refused: mode 0644"):
         choose("", refused, local_allowed=True)
     with pytest.raises(NoModelProvider, match=r"'alpha'.*was refused \(mode 0644"):
         choose("alpha", refused, local_allowed=True)
@@ -65,7 +67,7 @@ def test_a_refused_file_is_said_not_skipped() -> None:
 
 
 def test_the_embedded_model_disabled_is_a_clear_refusal() -> None:
-    with pytest.raises(NoModelProvider, match="no providers.json"):
+    with pytest.raises(NoModelProvider, match=r"no providers\.json"):
         choose("", ProviderFile.absent(), local_allowed=False)
     with pytest.raises(NoModelProvider, match="'local' names the embedded local model"):
         choose("local", ProviderFile.absent(), local_allowed=False)
