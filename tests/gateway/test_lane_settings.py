@@ -25,7 +25,9 @@ from naga_gateway._settings import KERNEL_EFFECT_KIND
 from tests.agent.conftest import AGENT, TUNING, ServerThread, model_server, write_providers
 from tests.daemon.conftest import core_in_thread
 from tests.fakes.model_server import Reply
+from tests.fakes.turn_core import FakeCore
 from tests.gateway._client import WsClient
+from tests.gateway.conftest import run_gateway
 
 __all__ = ["model_server"]  # the fixture, used by name below
 
@@ -150,3 +152,19 @@ def test_lane_settings_from_the_core_apply_live(model_server: ServerThread) -> N
         await c.aclose()
 
     _with_stack(model_server, body)
+
+
+def test_a_core_that_cannot_tell_leaves_the_gateways_own_values(
+    fake_core: tuple[FakeCore, str],
+) -> None:
+    _core, socket = fake_core  # serves turns, not GetSetting or Subscribe
+
+    async def body(gateway: Gateway) -> None:
+        assert (gateway.lanes.max_running, gateway.lanes.default_mode) == (3, "followup")
+        c = await WsClient.open(gateway.port)
+        await c.connect()
+        assert (await c.request("send", session="f", text="hi", key="1"))["ok"]
+        await c.until_event("turn.final", "f")
+        await c.aclose()
+
+    run_gateway(socket, body, GatewayConfig(port=0, max_running=3))
