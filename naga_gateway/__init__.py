@@ -12,11 +12,12 @@ the core only over gRPC (:class:`GrpcCore`), never by importing naga_core.
 
 from naga_gateway import errors
 from naga_gateway._conn import Limits
-from naga_gateway._core import CorePort, GrpcCore, OnEvent
+from naga_gateway._core import CorePort, GrpcCore, OnEvent, OnLedgerEvent
 from naga_gateway._hub import Hub, Peer
 from naga_gateway._lanes import Ack, Inbound, Lanes, Mode, Ticket
 from naga_gateway._protocol import PROTOCOL_VERSION
 from naga_gateway._server import DEFAULT_PORT, Gateway, GatewayConfig
+from naga_gateway._settings import LaneSettings
 
 __all__ = [
     "DEFAULT_PORT",
@@ -28,10 +29,12 @@ __all__ = [
     "GrpcCore",
     "Hub",
     "Inbound",
+    "LaneSettings",
     "Lanes",
     "Limits",
     "Mode",
     "OnEvent",
+    "OnLedgerEvent",
     "Peer",
     "Ticket",
     "errors",

@@ -18,15 +18,18 @@ from google.protobuf.message import Message
 
 from naga.trust import TrustLevel
 from naga.v1 import core_pb2 as cpb
+from naga.v1 import ledger_pb2 as lpb
 from naga.v1 import plugin_service_pb2 as spb
 from naga.v1 import turn_pb2 as tpb
 from naga_gateway.errors import CoreCallFailed
 
 OnEvent = Callable[[tpb.TurnEvent], Awaitable[None]]
+OnLedgerEvent = Callable[[lpb.SubscribeEvent], Awaitable[None]]
 
 _TURN = "/naga.v1.TurnService/"
 _KERNEL = "/naga.v1.KernelService/"
 _PLUGIN = "/naga.v1.PluginService/"
+_LEDGER = "/naga.v1.LedgerService/"
 _TRUST = {
     cpb.TRUST_LEVEL_UNTRUSTED: TrustLevel.UNTRUSTED,
     cpb.TRUST_LEVEL_GUEST: TrustLevel.GUEST,
@@ -61,6 +64,19 @@ class CorePort(Protocol):
         """Every installed tool's risk level (0 for R0 .. 4 for R4)."""
         ...
 
+    async def setting(self, name: str) -> cpb.Setting:
+        """One of the core's settings, as in effect now."""
+        ...
+
+    async def ledger_size(self) -> int:
+        """How many records the core's ledger holds (its head's size)."""
+        ...
+
+    async def subscribe(self, request: lpb.SubscribeRequest, on_event: OnLedgerEvent) -> None:
+        """Follow the ledger from ``request.from_seq``, awaiting ``on_event``
+        for each event, until cancelled or the stream breaks."""
+        ...
+
 
 class GrpcCore:
     """:class:`CorePort` over the core's Unix socket; ``authorization`` is
@@ -90,22 +106,26 @@ class GrpcCore:
 
         return await trio.to_thread.run_sync(invoke, abandon_on_cancel=True)
 
-    async def run(self, request: tpb.RunTurnRequest, on_event: OnEvent) -> None:
-        stream: grpc.UnaryStreamMultiCallable[Message, tpb.TurnEvent] = self._channel.unary_stream(
-            _TURN + "Run",
-            request_serializer=_serialize,
-            response_deserializer=tpb.TurnEvent.FromString,
+    async def _stream(
+        self,
+        method: str,
+        request: Message,
+        response: type[Any],
+        on_event: Callable[[Any], Awaitable[None]],
+    ) -> None:
+        stream: grpc.UnaryStreamMultiCallable[Message, Any] = self._channel.unary_stream(
+            method, request_serializer=_serialize, response_deserializer=response.FromString
         )
         call = stream(request, metadata=self._metadata)
-        it: Iterator[tpb.TurnEvent] = iter(call)  # type: ignore[arg-type]
+        it: Iterator[Any] = iter(call)  # type: ignore[arg-type]
 
-        def pull() -> tpb.TurnEvent | None:
+        def pull() -> Any:
             try:
                 return next(it)
             except StopIteration:
                 return None
             except grpc.RpcError as exc:
-                raise _translate(exc, _TURN + "Run") from None
+                raise _translate(exc, method) from None
 
         try:
             while (
@@ -114,6 +134,20 @@ class GrpcCore:
                 await on_event(event)
         finally:
             call.cancel()  # type: ignore[attr-defined]
+
+    async def run(self, request: tpb.RunTurnRequest, on_event: OnEvent) -> None:
+        await self._stream(_TURN + "Run", request, tpb.TurnEvent, on_event)
+
+    async def subscribe(self, request: lpb.SubscribeRequest, on_event: OnLedgerEvent) -> None:
+        await self._stream(_LEDGER + "Subscribe", request, lpb.SubscribeEvent, on_event)
+
+    async def setting(self, name: str) -> cpb.Setting:
+        req = cpb.GetSettingRequest(name=name)
+        return await self._unary(_KERNEL + "GetSetting", req, cpb.Setting)
+
+    async def ledger_size(self) -> int:
+        head: lpb.Head = await self._unary(_LEDGER + "GetHead", lpb.GetHeadRequest(), lpb.Head)
+        return head.size
 
     async def steer(self, request: tpb.SteerTurnRequest) -> tpb.SteerTurnResponse:
         return await self._unary(_TURN + "Steer", request, tpb.SteerTurnResponse)
@@ -163,4 +197,4 @@ def _translate(exc: grpc.RpcError, method: str) -> CoreCallFailed:
     return CoreCallFailed(f"{name}: {detail or code.name}", code.name)
 
 
-__all__ = ["CorePort", "GrpcCore", "OnEvent"]
+__all__ = ["CorePort", "GrpcCore", "OnEvent", "OnLedgerEvent"]

@@ -6,6 +6,12 @@ A message is acknowledged only once it is durable: when the core's
 returns the steering message's seq). A message still waiting in a lane is
 not acknowledged; if the gateway dies, the client resends it with the same
 idempotency key, and the core, which dedups keys, never runs it twice.
+
+The cap on running turns and the mode of a message that names none are the
+core's settings ``lanes.max_concurrent`` and ``lanes.queue_mode``
+(:meth:`Lanes.configure`, called by :mod:`naga_gateway._settings` whenever
+they change): a lower cap lets running turns finish and holds new ones
+back, a higher one lets waiting ones start at once.
 """
 
 from __future__ import annotations
@@ -44,7 +50,8 @@ class Inbound:
     text: str
     key: str
     peer: str
-    mode: Mode = "followup"
+    #: None: the lanes' default mode (the core's ``lanes.queue_mode``).
+    mode: Mode | None = None
     #: The peer's trust as the gateway derived it; the core caps it by the
     #: gateway's token.
     trust: TrustLevel = TrustLevel.UNTRUSTED
@@ -117,6 +124,7 @@ class Lanes:
         *,
         max_running: int = 16,
         max_queued: int = 64,
+        default_mode: Mode = "followup",
     ) -> None:
         if max_running < 1 or max_queued < 1:
             raise ValueError("max_running and max_queued must be at least 1")
@@ -124,6 +132,7 @@ class Lanes:
         self._listener = listener
         self._limiter = trio.CapacityLimiter(max_running)
         self._max_queued = max_queued
+        self.default_mode: Mode = default_mode
         self._lanes: dict[str, _Lane] = {}
         self._by_key: dict[tuple[str, str], _Pending] = {}
         self._nursery: trio.Nursery | None = None
@@ -133,6 +142,24 @@ class Lanes:
             self._nursery = nursery
             task_status.started()
             await trio.sleep_forever()
+
+    @property
+    def max_running(self) -> int:
+        """Turns that may run at once across all sessions."""
+        return int(self._limiter.total_tokens)
+
+    @property
+    def waiting(self) -> int:
+        """Sessions whose next turn waits for a free run slot."""
+        return self._limiter.statistics().tasks_waiting
+
+    def configure(self, *, max_running: int, default_mode: Mode) -> None:
+        """Apply the core's lanes settings from now on (turns already
+        running go on; messages already queued keep the mode they got)."""
+        if max_running < 1:
+            raise ValueError("max_running must be at least 1")
+        self._limiter.total_tokens = max_running
+        self.default_mode = default_mode
 
     def running(self, session: str) -> bool:
         lane = self._lanes.get(session)
@@ -146,6 +173,8 @@ class Lanes:
             # The same message again (a client resending after a reconnect)
             # waits for the first copy instead of queueing twice.
             return Ticket(msg, known, joined=True)
+        if msg.mode is None:
+            msg = attrs.evolve(msg, mode=self.default_mode)
         lane = self._lanes.setdefault(msg.session, _Lane())
         if msg.mode == "steer" and lane.turn_id is not None:
             return Ticket(msg, None)

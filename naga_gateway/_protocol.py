@@ -64,7 +64,8 @@ class SendParams(_Strict):
     session: Session
     text: Annotated[str, Field(min_length=1, max_length=32000)]
     key: Annotated[str, Field(min_length=1, max_length=128)]
-    mode: Literal["followup", "collect", "steer", "interrupt"] = "followup"
+    #: None: the core's ``lanes.queue_mode`` setting.
+    mode: Literal["followup", "collect", "steer", "interrupt"] | None = None
 
 
 class SessionParams(_Strict):

@@ -23,6 +23,7 @@ from naga_gateway._conn import Limits, Session, WebSocket
 from naga_gateway._core import CorePort
 from naga_gateway._hub import Hub
 from naga_gateway._lanes import Lanes
+from naga_gateway._settings import LaneSettings
 from naga_gateway.errors import CoreCallFailed, HandshakeRefused
 
 DEFAULT_PORT = 18789
@@ -51,6 +52,8 @@ class GatewayConfig:
     extra_origins: frozenset[str] = frozenset()
     #: A loopback connection is the owner (SPEC: loopback WebChat = owner).
     loopback_owner: bool = True
+    #: Until the core's ``lanes.max_concurrent`` is known (and for good if
+    #: the core cannot tell): see naga_gateway._settings.
     max_running: int = 16
     max_queued: int = 64
     #: Open TCP connections at once; more are closed at once.
@@ -70,6 +73,7 @@ class Gateway:
         self.lanes = Lanes(
             core, self.hub, max_running=config.max_running, max_queued=config.max_queued
         )
+        self.lane_settings = LaneSettings(core, self.lanes)
         self.port = config.port
         self._slots = trio.CapacityLimiter(config.max_connections)
         self._static = {
@@ -81,6 +85,8 @@ class Gateway:
         """Serve until cancelled; ``task_status.started`` gets the bound port."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self.lanes.serve)
+            # The core's lanes settings apply from the first message on.
+            await nursery.start(self.lane_settings.follow)
             serve = functools.partial(
                 trio.serve_tcp, self._handle, self.config.port, host=self.config.host
             )

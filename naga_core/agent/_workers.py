@@ -7,10 +7,13 @@ core and kept warm, and a turn takes an idle one. The provider worker runs
 ``naga_plugins.providers`` in a plugin profile whose only egress is the
 provider's host and port from providers.json; its manifest is written by
 the core (into ``$NAGA_HOME/work/provider``) because its egress is the
-configuration's. With no providers.json, the local model server
-(:mod:`naga_core._localmodel`, the ``model_server`` sandbox profile) is
-started at the first turn that needs a model and the provider worker is
-pointed at it.
+configuration's. Which provider runs is the ``model.provider`` setting
+(:mod:`naga_core.agent._provider_choice`), read at every model call: when it
+names another provider than the running worker's, a worker for the new one
+is started and the old one stopped once its calls in flight have ended. The
+embedded local model server (:mod:`naga_core._localmodel`, the
+``model_server`` sandbox profile) is started at the first call that needs
+it, and stopped when the setting moves away from it.
 """
 
 from __future__ import annotations
@@ -40,7 +43,9 @@ from naga_core._localmodel import (
 from naga_core._providers import NoProviderConfigured, Provider, Providers, ProvidersFileError
 from naga_core.agent._config import AgentConfig
 from naga_core.agent._errors import NoExecutor, NoModelProvider
+from naga_core.agent._provider_choice import SETTING, Choice, ProviderFile, choose
 from naga_core.errors import NagaError
+from naga_core.kernel import Settings
 from naga_core.plugins import Installed, OnProgress, Worker, WorkerState, journaled
 from naga_core.plugins._host import Core
 from naga_core.supervisor import WorkerTuning
@@ -132,10 +137,19 @@ class AgentWorkers:
         self.provider_name = ""
         self.provider_problem = ""
         self._provider_config: apb.ProviderConfig | None = None
-        # No providers.json: the embedded local model, started at the first
-        # turn that needs it (it holds ~700 MB; most cores never need it).
-        self._use_local = False
-        self._local_lock = trio.Lock()
+        self._settings: Settings | None = None
+        self._file = ProviderFile.absent()
+        #: What ``provider`` serves; None while no worker runs.
+        self._current: Choice | None = None
+        # One switch at a time; calls in flight per worker, so that a
+        # replaced worker is stopped only once its last call has ended.
+        self._switch = trio.Lock()
+        self._inflight: dict[int, int] = {}
+        # The embedded local model, started at the first call that needs it
+        # (it holds ~700 MB; most cores never need it).
+        self._local_worker: Worker | None = None
+        self._local_scope: trio.CancelScope | None = None
+        self._local_failed = ""
         self._local_status: LocalModelStatus | None = None
         self._nursery: trio.Nursery | None = None
 
@@ -160,10 +174,15 @@ class AgentWorkers:
                 self.executors.append(worker)
                 self._idle.append(worker)
                 nursery.start_soon(worker.run)
-            provider = self._provider_installed()
-            if provider is not None:
-                self.provider = self._worker(provider, self._spawn_provider)
-                nursery.start_soon(self.provider.run)
+            self._settings = Settings(core.kernel)
+            self._file = self._read_providers()
+            try:
+                choice = self._choice()
+            except NoModelProvider as exc:
+                self.provider_problem = f"{exc}"
+            else:
+                if choice.provider is not None:  # warm now; the embedded one waits
+                    self._start_configured(choice, choice.provider)
             task_status.started(self)
             try:
                 await trio.sleep_forever()
@@ -238,23 +257,23 @@ class AgentWorkers:
             ready_timeout=self._tuning.launch_timeout_s,
         )
 
-    def _provider_installed(self) -> Installed | None:
+    def _read_providers(self) -> ProviderFile:
         try:
-            provider = Providers.load(self._home).default_provider
-        except NoProviderConfigured as exc:
-            self.provider_problem = f"{exc}"
-            self._use_local = self._config.local_model
-            return None
+            return ProviderFile.read(Providers.load(self._home))
+        except NoProviderConfigured:
+            return ProviderFile.absent()
         except ProvidersFileError as exc:
-            self.provider_problem = f"{exc}"
-            log.warning("no model provider: %s", exc)
-            return None
-        return self._write_manifest(provider)
+            log.warning("providers.json refused: %s", exc)
+            return ProviderFile.refused(f"{exc}")
 
-    def _write_manifest(self, provider: Provider) -> Installed:
+    def _write_manifest(self, provider: Provider, *, embedded: bool = False) -> Installed:
         host, port = _host_port(provider.base_url)
-        # Beside the work directory, not in it: the sandbox maps this one read-only.
-        directory = os.path.join(self._home.root, "work", "provider-config")
+        # Beside the work directory, not in it: the sandbox maps this one
+        # read-only. One per provider, so a replaced worker still draining
+        # keeps its own; ".embedded" cannot be a providers.json name.
+        directory = os.path.join(
+            self._home.root, "work", "provider-config", ".embedded" if embedded else provider.name
+        )
         os.makedirs(directory, mode=0o700, exist_ok=True)
         path = os.path.join(directory, "plugin.toml")
         text = _PROVIDER_MANIFEST.format(
@@ -307,52 +326,108 @@ class AgentWorkers:
         self._idle_changed.set()
         self._idle_changed = trio.Event()
 
-    async def _start_local_model(self) -> None:
-        """Start the embedded local model and a provider worker for it, once."""
-        async with self._local_lock:
-            if self.provider is not None or not self._use_local:
-                return
-            assert self._nursery is not None
-            attempt_ns = time.time_ns()
+    # --- choosing and switching the provider ----------------------------------------------
+
+    def _choice(self) -> Choice:
+        assert self._settings is not None, "serve() reads the settings first"
+        setting = self._settings.get_text(SETTING)
+        return choose(setting, self._file, local_allowed=self._config.local_model)
+
+    async def _provider_for_call(self) -> Worker:
+        """The worker of the provider the setting names now, started (and
+        the previous one retired) if it is not the one running."""
+        async with self._switch:
             try:
-                settings = LocalModelSettings.from_cache(
-                    log_path=Path(self._home.root, "run", "local-model.log"),
-                    work_dir=Path(self._home.root, "work", "local-model"),
-                    allow_degraded=self._tuning.allow_degraded,
-                    kernel=self._report,
-                )
-                endpoint: LocalModelEndpoint = await self._nursery.start(
-                    self._serve_local_model, settings
-                )
-            except LocalModelError as exc:
-                self.provider_problem = f"the embedded local model did not start: {exc}"
-                self._use_local = False  # said once; a restart of the core tries again
+                choice = self._choice()
+            except NoModelProvider as exc:
+                self.provider_problem = f"{exc}"
+                raise
+            if self.provider is not None and self._current == choice:
+                return self.provider
+            old, self.provider, self._current = self.provider, None, None
+            if old is not None:
+                log.info("model provider: %s -> %s (%s)", self.provider_name, choice.name, SETTING)
+                self._retire(old)
+            if choice.provider is None:
+                await self._start_local_model(choice)
+            else:
+                self._start_configured(choice, choice.provider)
+            assert self.provider is not None
+            return self.provider
+
+    def _start_configured(self, choice: Choice, provider: Provider) -> None:
+        assert self._nursery is not None
+        self.provider = self._worker(self._write_manifest(provider), self._spawn_provider)
+        self._current = choice
+        self.provider_problem = ""
+        self._nursery.start_soon(self.provider.run)
+
+    def _retire(self, worker: Worker) -> None:
+        if self._inflight.get(id(worker), 0) == 0:
+            self._stop(worker)
+        # else: the last call to end stops it (complete())
+
+    def _stop(self, worker: Worker) -> None:
+        worker.stop()
+        if worker is self._local_worker:
+            self._local_worker = None
+            status = self._local_status
+            if status is not None and status.state is WorkerState.RUNNING:
                 self._local_status = LocalModelStatus(
-                    0, WorkerState.FAILED, attempt_ns, _first_line(exc)
+                    0, WorkerState.STOPPED, status.started_ns, f"stopped: {SETTING} changed"
                 )
-                log.exception("%s", self.provider_problem)
-                return
-            detail = f"{endpoint.model} on {endpoint.base_url}"
-            if endpoint.degraded:
-                detail += f" (degraded: {'; '.join(endpoint.degraded)})"
+            if self._local_scope is not None:
+                self._local_scope.cancel()
+                self._local_scope = None
+
+    async def _start_local_model(self, choice: Choice) -> None:
+        """Start the embedded local model and a provider worker for it."""
+        if self._local_failed:  # said once; a restart of the core tries again
+            raise NoModelProvider(self._local_failed)
+        assert self._nursery is not None
+        attempt_ns = time.time_ns()
+        try:
+            settings = LocalModelSettings.from_cache(
+                log_path=Path(self._home.root, "run", "local-model.log"),
+                work_dir=Path(self._home.root, "work", "local-model"),
+                allow_degraded=self._tuning.allow_degraded,
+                kernel=self._report,
+            )
+            endpoint: LocalModelEndpoint = await self._nursery.start(
+                self._serve_local_model, settings
+            )
+        except LocalModelError as exc:
+            self._local_failed = f"the embedded local model did not start: {exc}"
+            self.provider_problem = self._local_failed
             self._local_status = LocalModelStatus(
-                endpoint.pid, WorkerState.RUNNING, endpoint.started_ns, detail
+                0, WorkerState.FAILED, attempt_ns, _first_line(exc)
             )
-            log.info(
-                "embedded local model %s serving on %s (pid %d)",
-                endpoint.model,
-                endpoint.base_url,
-                endpoint.pid,
-            )
-            local = Provider(
-                name="local",
-                api="openai",
-                base_url=endpoint.base_url,
-                api_key="",
-                model=endpoint.model,
-            )
-            self.provider = self._worker(self._write_manifest(local), self._spawn_provider)
-            self._nursery.start_soon(self.provider.run)
+            log.exception("%s", self._local_failed)
+            raise NoModelProvider(self._local_failed) from None
+        detail = f"{endpoint.model} on {endpoint.base_url}"
+        if endpoint.degraded:
+            detail += f" (degraded: {'; '.join(endpoint.degraded)})"
+        self._local_status = LocalModelStatus(
+            endpoint.pid, WorkerState.RUNNING, endpoint.started_ns, detail
+        )
+        log.info(
+            "embedded local model %s serving on %s (pid %d)",
+            endpoint.model,
+            endpoint.base_url,
+            endpoint.pid,
+        )
+        local = Provider(
+            name="local",
+            api="openai",
+            base_url=endpoint.base_url,
+            api_key="",
+            model=endpoint.model,
+        )
+        installed = self._write_manifest(local, embedded=True)
+        self.provider = self._local_worker = self._worker(installed, self._spawn_provider)
+        self._current = choice
+        self.provider_problem = ""
+        self._nursery.start_soon(self.provider.run)
 
     async def _serve_local_model(
         self,
@@ -363,9 +438,11 @@ class AgentWorkers:
         # A server that dies after it was ready must not take the core down:
         # the provider's calls fail (a MODEL error per turn) and it is said.
         try:
-            await serve_local_model(settings, task_status=task_status)
+            # Cancelled when model.provider moves away from the embedded model.
+            with trio.CancelScope() as self._local_scope:
+                await serve_local_model(settings, task_status=task_status)
         except LocalModelError as exc:
-            if self.provider is None:  # before it was ready: the starter reports it
+            if self._local_worker is None:  # before it was ready: the starter reports it
                 raise
             self.provider_problem = f"the embedded local model stopped: {exc}"
             self._local_ended(WorkerState.FAILED, _first_line(exc))
@@ -386,18 +463,22 @@ class AgentWorkers:
     async def complete(
         self, request_b64: str, timeout_s: float, on_text: OnProgress | None = None
     ) -> str:
-        """The provider's result JSON for one base64 ChatRequest; ``on_text``
-        gets the reply's visible text as the model produces it."""
-        if self.provider is None and self._use_local:
-            await self._start_local_model()
-        if self.provider is None:
-            raise NoModelProvider(
-                f"no model provider is configured: {self.provider_problem or 'none'}; "
-                "write $NAGA_HOME/credentials/providers.json (docs/design/models.md)"
+        """The provider's result JSON for one base64 ChatRequest, from the
+        provider ``model.provider`` names now (NoModelProvider if none);
+        ``on_text`` gets the reply's visible text as the model produces it."""
+        worker = await self._provider_for_call()
+        key = id(worker)
+        self._inflight[key] = self._inflight.get(key, 0) + 1
+        try:
+            result, _pid = await worker.call(
+                PROVIDER_TOOL, f'{{"request": "{request_b64}"}}', timeout_s, on_progress=on_text
             )
-        result, _pid = await self.provider.call(
-            PROVIDER_TOOL, f'{{"request": "{request_b64}"}}', timeout_s, on_progress=on_text
-        )
+        finally:
+            left = self._inflight.pop(key) - 1
+            if left:
+                self._inflight[key] = left
+            elif worker is not self.provider:  # replaced while this call ran
+                self._stop(worker)
         return result
 
     def pids(self) -> list[tuple[str, Worker]]:

@@ -53,7 +53,7 @@ class DaemonStartFailed(NagaError):
 
 def _gateway_options(args: argparse.Namespace) -> GatewayOptions:
     no_gateway: bool = args.no_gateway
-    port: int = args.gateway_port
+    port: int | None = args.gateway_port
     return GatewayOptions(enabled=not no_gateway, port=port)
 
 
@@ -128,8 +128,9 @@ def _serving_lines(info: CoreInfo, gateway: GatewayOptions) -> list[str]:
     if info.webchat_url:
         lines.append(f"WebChat console: {info.webchat_url}")
     elif gateway.enabled:
+        where = "on its port" if gateway.port is None else f"on port {gateway.port}"
         lines.append(
-            f"the gateway did not come up on port {gateway.port} "
+            f"the gateway did not come up {where} "
             "(see `naga daemon status` and run/gateway.log); the core serves without it"
         )
     lines += [
@@ -159,8 +160,7 @@ def _detached(home: Home, gateway: GatewayOptions) -> Outcome:
                     home.root,
                     "--ready-fd",
                     str(write_end),
-                    "--gateway-port",
-                    str(gateway.port),
+                    *(["--gateway-port", str(gateway.port)] if gateway.port is not None else []),
                     *(["--no-gateway"] if not gateway.enabled else []),
                 ],
                 stdin=subprocess.DEVNULL,

@@ -171,22 +171,37 @@ def config_get(args: argparse.Namespace, home: Home) -> Outcome:
     return Outcome(0, d, lines)
 
 
+#: When a change of each setting takes effect (docs/operations.md, "Settings").
+TAKES_EFFECT = {
+    "agent.max_steps": "takes effect from the next turn",
+    "model.timeout_s": "takes effect from the next model call",
+    "model.provider": "takes effect from the next model call (the provider worker is switched)",
+    "gateway.port": "the core's gateway moves to this port now, unless the core was started "
+    "with --gateway-port; open the console at the new port",
+    "lanes.max_concurrent": "the gateway applies it now, to turns that start from now on",
+    "lanes.queue_mode": "the gateway applies it now, to messages sent without a mode",
+}
+
+
+def _changed(resp: cpb.SetSettingResponse, unchanged: str) -> Outcome:
+    d = _setting_data(resp.setting)
+    seq = resp.seq if resp.HasField("seq") else None
+    when = TAKES_EFFECT.get(d["name"]) if seq is not None else None
+    note = f"ledger entry {seq}" if seq is not None else unchanged
+    lines = [_setting_line(d), f"  {note}" + (f"; {when}" if when else "")]
+    return Outcome(0, {**d, "seq": seq, "takes_effect": when}, lines)
+
+
 def config_set(args: argparse.Namespace, home: Home) -> Outcome:
     with _connect(home) as core:
         resp = core.set_setting_text(args.name, args.value)
-    d = _setting_data(resp.setting)
-    seq = resp.seq if resp.HasField("seq") else None
-    note = f"ledger entry {seq}" if seq is not None else "unchanged: it already held that value"
-    return Outcome(0, {**d, "seq": seq}, [_setting_line(d), f"  {note}"])
+    return _changed(resp, "unchanged: it already held that value")
 
 
 def config_reset(args: argparse.Namespace, home: Home) -> Outcome:
     with _connect(home) as core:
         resp = core.reset_setting(args.name)
-    d = _setting_data(resp.setting)
-    seq = resp.seq if resp.HasField("seq") else None
-    note = f"ledger entry {seq}" if seq is not None else "unchanged: it had no value set"
-    return Outcome(0, {**d, "seq": seq}, [_setting_line(d), f"  {note}"])
+    return _changed(resp, "unchanged: it had no value set")
 
 
 def config_list(_args: argparse.Namespace, home: Home) -> Outcome:

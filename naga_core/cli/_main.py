@@ -87,9 +87,11 @@ def _add_daemon(sub: Subparsers) -> None:
     start.add_argument(
         "--gateway-port",
         type=_port,
-        default=WEBCHAT_PORT,
+        default=None,
         metavar="PORT",
-        help=f"the WebChat console's port on {WEBCHAT_HOST} (default {WEBCHAT_PORT})",
+        help=f"the WebChat console's port on {WEBCHAT_HOST} for this run; it wins over the "
+        f"gateway.port setting (default {WEBCHAT_PORT}), which a core started without this "
+        "flag follows, moving its gateway when the setting changes",
     )
     # Internal: the detached start's readiness pipe (see _daemon_cmds).
     start.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)

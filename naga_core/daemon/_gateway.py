@@ -12,6 +12,12 @@ needs). A gateway that exits is started again with the plugin workers'
 backoff and crash-loop damping; every restart and its cause is a ledger
 entry. The core serves whether or not the gateway runs: a busy port is a
 failed gateway (in ``naga daemon status``), not a failed core.
+
+Its port is ``naga daemon start --gateway-port`` for that run when given,
+else the ``gateway.port`` setting, read at every launch; while it runs, a
+change of the setting makes the core stop it and start it on the new port
+at once (a ledger entry says so; it is not counted as a failure). WebSocket
+connections drop; the console must be opened at the new port.
 """
 
 from __future__ import annotations
@@ -50,7 +56,8 @@ class GatewayOptions:
 
     enabled: bool = False
     host: str = WEBCHAT_HOST
-    port: int = WEBCHAT_PORT
+    #: None: the ``gateway.port`` setting, followed while the core runs.
+    port: int | None = None
     ready_timeout_s: float = 15.0
     stop_grace_s: float = 5.0
     allow_degraded: bool = False
@@ -72,12 +79,19 @@ class GatewayProcess:
         authority: Callable[[], TokenAuthority | None],
         minted: Callable[[Token, str], Awaitable[None]],
         options: GatewayOptions,
+        port_setting: Callable[[], int] = lambda: WEBCHAT_PORT,
+        settings_changed: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        """``port_setting`` reads ``gateway.port``; ``settings_changed``
+        returns after the next durable change of the core's state (None:
+        the port is not followed while the gateway runs)."""
         self._home = home
         self._socket = socket
         self._authority = authority
         self._minted = minted
         self._options = options
+        self._port_setting = port_setting
+        self._settings_changed = settings_changed
         self.pid = 0
         self.started_ns = 0
         self.restarts = 0
@@ -120,18 +134,25 @@ class GatewayProcess:
     ) -> None:
         history = self._options.restart.history()
         first = True
+        moved_from: int | None = None
         while True:
             self.state = cpb.PROCESS_STATE_STARTING
+            port = self.port
             try:
-                proc, out = await self._launch()
+                proc, out = await self._launch(port)
             except (NagaError, TokenError, sandbox.SandboxError, OSError) as exc:
-                cause = f"the gateway did not start: {exc}"
+                cause = f"the gateway did not start on port {port}: {exc}"
             else:
                 self.restarts += 0 if first else 1
                 if first:
                     task_status.started()
                     first = False
-                cause = await self._watch(proc, out)
+                said = "" if moved_from is None else f"moved from port {moved_from} to {port}"
+                moved_from = None
+                moved, cause = await self._watch(proc, out, port, note, said)
+                if moved:  # not a failure: no backoff, no crash-loop count
+                    moved_from = port
+                    continue
             if first:
                 task_status.started()
                 first = False
@@ -146,7 +167,13 @@ class GatewayProcess:
             self.state = cpb.PROCESS_STATE_STARTING
             await trio.sleep(decision.delay_s)
 
-    async def _launch(self) -> tuple[sandbox.Sandboxed, trio.lowlevel.FdStream]:
+    @property
+    def port(self) -> int:
+        """Where the gateway is (or will be next) started."""
+        pinned = self._options.port
+        return pinned if pinned is not None else self._port_setting()
+
+    async def _launch(self, port: int) -> tuple[sandbox.Sandboxed, trio.lowlevel.FdStream]:
         authority = self._authority()
         if authority is None:
             raise GatewayError("the core has no token authority")
@@ -159,7 +186,7 @@ class GatewayProcess:
         await self._minted(minted, "core: gateway")  # in the ledger before it leaves
         token = minted.to_bytes()
         profile = sandbox.Profile.gateway(
-            self._options.port, self._socket, allow_degraded=self._options.allow_degraded
+            port, self._socket, allow_degraded=self._options.allow_degraded
         )
         work = os.path.join(self._home, "work", "gateway")
         os.makedirs(work, mode=0o700, exist_ok=True)
@@ -173,7 +200,7 @@ class GatewayProcess:
                         "--host",
                         self._options.host,
                         "--port",
-                        str(self._options.port),
+                        str(port),
                         "--lifeline-fd",
                         str(self._lifeline),
                     ],
@@ -210,16 +237,44 @@ class GatewayProcess:
         log.info("naga-gateway serving the WebChat console on %s (pid %d)", self.url, proc.pid)
         return proc, out
 
-    async def _watch(self, proc: sandbox.Sandboxed, out: trio.lowlevel.FdStream) -> str:
-        """Copy its output to run/gateway.log until it exits; why it ended."""
+    async def _watch(
+        self,
+        proc: sandbox.Sandboxed,
+        out: trio.lowlevel.FdStream,
+        port: int,
+        note: Callable[[str], Awaitable[object]],
+        said: str,
+    ) -> tuple[bool, str]:
+        """Copy its output to run/gateway.log until it exits (False, why it
+        ended) or the port it should be on changes (True, ""); journal
+        ``said`` (a move, once the gateway serves on the new port)."""
         log_path = os.path.join(self._home, "run", "gateway.log")
+        moved = False
         try:
-            async with await trio.open_file(log_path, "ab") as sink:
-                while chunk := await out.receive_some(1 << 14):
-                    await sink.write(chunk)
-                    await sink.flush()
-            await _exited(proc)
-            return f"the gateway ended ({proc.wait(0)})"
+            async with trio.open_nursery() as nursery:
+
+                async def port_changed() -> None:
+                    nonlocal moved
+                    changed = self._settings_changed
+                    if changed is None or self._options.port is not None:
+                        return
+                    while self.port == port:
+                        await changed()
+                    moved = True
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(port_changed)
+                if said:
+                    nursery.start_soon(note, f"gateway: {said} (gateway.port changed)")
+                async with await trio.open_file(log_path, "ab") as sink:
+                    while chunk := await out.receive_some(1 << 14):
+                        await sink.write(chunk)
+                        await sink.flush()
+                await _exited(proc)
+                nursery.cancel_scope.cancel()
+            if moved:
+                return True, ""
+            return False, f"the gateway ended ({proc.wait(0)})"
         finally:
             with trio.CancelScope(shield=True):
                 await self._stop(proc)

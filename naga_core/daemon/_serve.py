@@ -191,6 +191,8 @@ async def _serve(
             authority=lambda: core.authority,
             minted=core.minted,
             options=config.gateway,
+            port_setting=lambda: core.settings.get_int("gateway.port"),
+            settings_changed=lambda: _next_append(core),
         )
         if config.gateway.enabled
         else None
@@ -230,6 +232,14 @@ async def _serve(
                 except NotifyFailed as exc:  # stopping cleanly matters more
                     log.warning("%s", exc)
         nursery.cancel_scope.cancel()
+
+
+async def _next_append(core: Core) -> None:
+    """Return after the ledger's next durable record (never once stopping:
+    the core is going away and nothing needs to follow it)."""
+    if core.stopping.is_set():
+        await trio.sleep_forever()
+    await core.wait_past(core.ledger.size)
 
 
 def _journal_note(core: Core) -> Callable[[str], Awaitable[object]]:

@@ -384,10 +384,12 @@ class Settings:
 DEFAULT_SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec.text(
         "model.provider",
-        "local",
+        "",
         max_len=64,
-        pattern=r"[a-z0-9][a-z0-9_.-]*",
-        doc="provider used for model calls; 'local' is the embedded model",
+        # A providers.json name (naga_core._providers), or empty.
+        pattern=r"([A-Za-z0-9][A-Za-z0-9_.-]*)?",
+        doc="provider for model calls from the next call on: a providers.json name, or "
+        "'local' (the embedded model); unset: providers.json's default, else 'local'",
     ),
     SettingSpec.real(
         "model.timeout_s",
@@ -400,16 +402,26 @@ DEFAULT_SETTINGS: tuple[SettingSpec, ...] = (
         "agent.max_steps", 25, min=1, max=100, doc="most model/tool steps in one turn"
     ),
     SettingSpec.integer(
-        "gateway.port", 18789, min=1024, max=65535, doc="WebChat/WebSocket port on 127.0.0.1"
+        "gateway.port",
+        18789,
+        min=1024,
+        max=65535,
+        doc="WebChat/WebSocket port on 127.0.0.1, from the gateway's next start "
+        "(naga daemon start --gateway-port overrides it for that run)",
     ),
     SettingSpec.integer(
-        "lanes.max_concurrent", 4, min=1, max=64, doc="runs in flight across all sessions"
+        "lanes.max_concurrent",
+        4,
+        min=1,
+        max=64,
+        doc="turns running at once across all sessions; the gateway follows changes live",
     ),
     SettingSpec.choice(
         "lanes.queue_mode",
         "followup",
         ("steer", "followup", "collect", "interrupt"),
-        doc="what a message arriving during a run does",
+        doc="what a message arriving during a run does when it names no mode; "
+        "the gateway follows changes live",
     ),
 )
 

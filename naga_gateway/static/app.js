@@ -166,7 +166,8 @@
     outbox[key] = { session: sess, text, mode };
     saveOutbox();
     try {
-      await request("send", { session: sess, text, key, mode });
+      // No mode: the core's lanes.queue_mode setting decides.
+      await request("send", mode ? { session: sess, text, key, mode } : { session: sess, text, key });
       delete outbox[key];
       saveOutbox();
     } catch (e) {

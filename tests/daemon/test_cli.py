@@ -114,7 +114,7 @@ def _drive(cli: Cli) -> None:
     assert code == 0
     assert out.splitlines() == [
         "agent.max_steps = 40  (set; an integer in 1..100)",
-        "  ledger entry 0",
+        "  ledger entry 0; takes effect from the next turn",
     ]
     code, out, err = cli("config", "set", "agent.max_steps", "400")
     assert code == 1

@@ -7,7 +7,9 @@ A test scripts the replies in order (:class:`Reply`: text, tool calls,
 errors, malformed bodies, cut or stalled streams); each reply is rendered in
 the dialect of the path it is asked on, streamed when the request asked for
 ``"stream": true``. Every request is recorded (:class:`Recorded`) with the
-bytes it took on the wire.
+bytes it took on the wire. An answer scripted with ``hold="name"`` is sent
+only once the test calls :meth:`FakeModelServer.release` (``name``);
+:meth:`FakeModelServer.held` waits until its request has arrived.
 
 The server is a trio task (``async with open_model_server() as server``):
 readiness through ``nursery.start``, stopped by cancelling its nursery. A
@@ -59,6 +61,7 @@ class Reply:
     #: Streamed answers: the n-th gate holds back what follows the n-th text
     #: piece until the test sets it (from the server's thread).
     gates: tuple[trio.Event, ...] = attrs.field(default=(), eq=False)
+    hold: str = ""
 
     @classmethod
     def answer(
@@ -71,9 +74,11 @@ class Reply:
         finish: str = "",
         pieces: int = 3,
         ignore_stream: bool = False,
+        hold: str = "",
     ) -> Reply:
         """Text and/or tool calls ``(id, name, arguments JSON)``; streamed as
-        ``pieces`` text deltas and two argument fragments per call."""
+        ``pieces`` text deltas and two argument fragments per call; with
+        ``hold``, only after ``release(hold)``."""
         return cls(
             kind="answer",
             text=text,
@@ -83,6 +88,7 @@ class Reply:
             finish=finish,
             pieces=pieces,
             ignore_stream=ignore_stream,
+            hold=hold,
         )
 
     @classmethod
@@ -171,6 +177,9 @@ class FakeModelServer:
         #: Requests that found no scripted reply (answered with a 400).
         self.unexpected: list[Recorded] = []
         self.port = 0
+        self._arrived: dict[str, trio.Event] = {}
+        self._holding: list[tuple[Recorded, str]] = []
+        self._released: dict[str, trio.Event] = {}
 
     @property
     def openai_url(self) -> str:
@@ -182,6 +191,18 @@ class FakeModelServer:
 
     def script(self, *replies: Reply) -> None:
         self._replies.extend(replies)
+
+    def _gate(self, gates: dict[str, trio.Event], name: str) -> trio.Event:
+        return gates.setdefault(name, trio.Event())
+
+    async def held(self, name: str) -> Recorded:
+        """Wait until the request a ``hold=name`` reply answers has arrived."""
+        await self._gate(self._arrived, name).wait()
+        return next(r for r, held in self._holding if held == name)
+
+    def release(self, name: str) -> None:
+        """Let the ``hold=name`` reply go (now or when its request comes)."""
+        self._gate(self._released, name).set()
 
     @property
     def pending(self) -> int:
@@ -216,6 +237,10 @@ class FakeModelServer:
                     )
                 else:
                     reply = self._replies.popleft()
+                if reply.hold:
+                    self._holding.append((recorded, reply.hold))
+                    self._gate(self._arrived, reply.hold).set()
+                    await self._gate(self._released, reply.hold).wait()
                 if not await self._respond(stream, conn, recorded, reply):
                     return
                 conn.start_next_cycle()

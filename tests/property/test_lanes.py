@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 
 from naga.trust import TrustLevel
 from naga.v1 import core_pb2 as cpb
+from naga.v1 import ledger_pb2 as lpb
 from naga.v1 import turn_pb2 as tpb
-from naga_gateway import Ack, Inbound, Lanes, Mode, OnEvent, Ticket
+from naga_gateway import Ack, Inbound, Lanes, Mode, OnEvent, OnLedgerEvent, Ticket
 from naga_gateway.errors import CoreCallFailed
 
 MAX_RUNNING = 2
@@ -106,6 +107,16 @@ class FakePort:
 
     async def tool_risks(self) -> dict[str, int]:
         return {}
+
+    # The lanes' settings are the caller's (Lanes.configure), not the port's.
+    async def setting(self, name: str) -> cpb.Setting:
+        raise CoreCallFailed("no settings here", "UNIMPLEMENTED")
+
+    async def ledger_size(self) -> int:
+        raise CoreCallFailed("no ledger here", "UNIMPLEMENTED")
+
+    async def subscribe(self, request: lpb.SubscribeRequest, on_event: OnLedgerEvent) -> None:
+        raise CoreCallFailed("no ledger here", "UNIMPLEMENTED")
 
 
 class _Quiet:

@@ -58,7 +58,7 @@ def test_unset_settings_read_their_defaults() -> None:
         s = Settings(k)
         assert s.get("gateway.port") == 18789
         assert s.get_int("agent.max_steps") == 25
-        assert s.get_text("model.provider") == "local"
+        assert s.get_text("model.provider") == ""  # unset: providers.json's default, else local
         assert s.get_text("lanes.queue_mode") == "followup"
         assert s.get_real("model.timeout_s") == 120.0
         assert [row.name for row in s.describe()] == sorted(spec.name for spec in DEFAULT_SETTINGS)
@@ -106,7 +106,8 @@ def test_a_real_setting_takes_an_int_and_stores_a_float() -> None:
         ("model.timeout_s", math.nan, "a finite real number in 1.0..3600.0"),
         ("model.timeout_s", math.inf, "a finite real number in 1.0..3600.0"),
         ("model.timeout_s", 10**400, "a finite real number in 1.0..3600.0"),
-        ("model.provider", "Open AI", "matching [a-z0-9][a-z0-9_.-]*"),
+        ("model.provider", "Open AI", "matching ([A-Za-z0-9][A-Za-z0-9_.-]*)?"),
+        ("model.provider", ".hidden", "matching ([A-Za-z0-9][A-Za-z0-9_.-]*)?"),
         ("model.provider", "a\nb", "printable text"),
         ("model.provider", "x" * 65, "at most 64 characters"),
         ("lanes.queue_mode", "later", "one of steer, followup, collect, interrupt"),

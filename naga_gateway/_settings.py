@@ -1,0 +1,133 @@
+"""The lanes' settings, learned from the core and followed live.
+
+``lanes.max_concurrent`` (turns running at once) and ``lanes.queue_mode``
+(the mode of a message that names none) are the core's settings; the
+gateway reads them with ``GetSetting`` at start and again whenever a kernel
+effect becomes durable (a setting change and a rollback are both one),
+seen through a ledger ``Subscribe`` stream from the head. A change applies
+to what is enqueued and started after the gateway saw it; no turn is
+interrupted by it. :meth:`LaneSettings.wait_applied` says when a given
+ledger seq has been taken into account.
+
+If the core cannot tell (an old core, a refusal), the gateway keeps the
+values it has (at first, its :class:`GatewayConfig`'s) and says so in its log;
+a broken stream is followed again after a short backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import trio
+
+from naga.v1 import core_pb2 as cpb
+from naga.v1 import ledger_pb2 as lpb
+from naga_gateway._core import CorePort
+from naga_gateway._lanes import Lanes, Mode
+from naga_gateway.errors import CoreCallFailed
+
+_log = logging.getLogger("naga.gateway")
+
+MAX_CONCURRENT = "lanes.max_concurrent"
+QUEUE_MODE = "lanes.queue_mode"
+#: The ledger kind of a kernel effect (naga_core.kernel's EFFECT_KIND; a
+#: test keeps the two equal, the gateway may not import the core).
+KERNEL_EFFECT_KIND = "kernel.effect"
+_MODES: dict[str, Mode] = {
+    "followup": "followup",
+    "collect": "collect",
+    "steer": "steer",
+    "interrupt": "interrupt",
+}
+# The core answers these for good; following again would not help.
+_FINAL_CODES = frozenset({"UNIMPLEMENTED", "PERMISSION_DENIED", "UNAUTHENTICATED", "NOT_FOUND"})
+_RETRY_S = (0.2, 1.0, 5.0)
+
+
+class LaneSettings:
+    """Follows the core's lanes settings into ``lanes``; :meth:`follow` in a nursery."""
+
+    def __init__(self, core: CorePort, lanes: Lanes) -> None:
+        self._core = core
+        self._lanes = lanes
+        #: Every record below this seq has been taken into account (0: none yet).
+        self.applied_next_seq = 0
+        self._advanced = trio.Event()
+
+    async def follow(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Read the settings, then follow changes until cancelled. Started
+        after the first reading, whether or not the core answered it."""
+        started = False
+
+        def ready() -> None:
+            nonlocal started
+            if not started:
+                started = True
+                task_status.started()
+
+        failures = 0
+        while True:
+            try:
+                await self._follow_once(ready)
+                failures = 0  # the core ended the stream (it is stopping)
+            except CoreCallFailed as exc:
+                if exc.code in _FINAL_CODES:
+                    _log.warning("lanes settings not learned from the core, kept: %s", exc)
+                    ready()
+                    return
+                _log.warning("following the lanes settings: %s; again shortly", exc)
+                failures += 1
+            ready()
+            await trio.sleep(_RETRY_S[min(failures, len(_RETRY_S) - 1)])
+
+    async def _follow_once(self, ready: Callable[[], None]) -> None:
+        size = await self._core.ledger_size()
+        fresh = True
+
+        async def on_event(event: lpb.SubscribeEvent) -> None:
+            nonlocal fresh
+            if event.HasField("record"):
+                fresh = True
+            elif event.HasField("caught_up"):
+                if fresh:
+                    await self._apply()
+                    fresh = False
+                self._advance(event.caught_up.next_seq)
+                ready()
+
+        request = lpb.SubscribeRequest(from_seq=size, kinds=[KERNEL_EFFECT_KIND])
+        await self._core.subscribe(request, on_event)
+
+    async def _apply(self) -> None:
+        limit = await self._core.setting(MAX_CONCURRENT)
+        mode = await self._core.setting(QUEUE_MODE)
+        max_running = _integer(limit, self._lanes.max_running)
+        default_mode = _MODES.get(mode.value.text, self._lanes.default_mode)
+        if (max_running, default_mode) != (self._lanes.max_running, self._lanes.default_mode):
+            _log.info("lanes: %d running at most, default mode %s", max_running, default_mode)
+        self._lanes.configure(max_running=max_running, default_mode=default_mode)
+
+    def _advance(self, next_seq: int) -> None:
+        if next_seq > self.applied_next_seq:
+            self.applied_next_seq = next_seq
+            self._advanced.set()
+            self._advanced = trio.Event()
+
+    async def wait_applied(self, seq: int) -> None:
+        """Return once the record ``seq`` (and every one before it) has been
+        taken into account."""
+        while self.applied_next_seq <= seq:
+            await self._advanced.wait()
+
+
+def _integer(setting: cpb.Setting, fallback: int) -> int:
+    value = setting.value
+    if value.WhichOneof("kind") == "integer" and value.integer >= 1:
+        return int(value.integer)
+    return fallback
+
+
+__all__ = ["KERNEL_EFFECT_KIND", "MAX_CONCURRENT", "QUEUE_MODE", "LaneSettings"]

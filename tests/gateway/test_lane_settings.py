@@ -1,0 +1,170 @@
+"""``lanes.max_concurrent`` and ``lanes.queue_mode`` set through a real
+core reach a gateway talking to it with a gateway token, live: one running
+turn at a time holds a second session's turn back until the cap is raised;
+``collect`` merges queued messages that name no mode. Nothing is faked
+but the model (held replies show what runs when)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from naga.sdk import Client
+from naga.tokens import CAPABILITY_SCHEME, Risk
+from naga.trust import TrustLevel
+from naga_core.kernel._kernel import EFFECT_KIND
+from naga_core.plugins import PluginsConfig
+from naga_gateway import Gateway, GatewayConfig, GrpcCore
+from naga_gateway._settings import KERNEL_EFFECT_KIND
+from tests.agent.conftest import AGENT, TUNING, ServerThread, model_server, write_providers
+from tests.daemon.conftest import core_in_thread
+from tests.fakes.model_server import Reply
+from tests.fakes.turn_core import FakeCore
+from tests.gateway._client import WsClient
+from tests.gateway.conftest import run_gateway
+
+__all__ = ["model_server"]  # the fixture, used by name below
+
+
+class _Model:
+    """The fake model server on its own loop, driven from this one."""
+
+    def __init__(self, thread: ServerThread) -> None:
+        self._thread = thread
+        self.server = thread.server
+
+    # Calls into another loop go through a thread: trio refuses them from a loop.
+    async def script(self, *replies: Reply) -> None:
+        await trio.to_thread.run_sync(lambda: self._thread.script(*replies))
+
+    async def held(self, name: str) -> None:
+        token = self._thread.token
+        await trio.to_thread.run_sync(
+            lambda: trio.from_thread.run(self.server.held, name, trio_token=token)
+        )
+
+    async def release(self, name: str) -> None:
+        await trio.to_thread.run_sync(lambda: self._thread.run(lambda: self.server.release(name)))
+
+
+Body = Callable[[_Model, Client, Gateway], Awaitable[None]]
+
+
+def _with_stack(model_server: ServerThread, body: Body) -> None:
+    """A real core (in a thread) and a gateway in this test's loop, with a
+    gateway token the owner minted."""
+    root = tempfile.mkdtemp(prefix="naga-l-")
+    home = root + "/home"
+    os.makedirs(home, mode=0o700)
+    write_providers(home, model_server.server.openai_url)
+    try:
+        with (
+            core_in_thread(home, plugins=PluginsConfig(tuning=TUNING), agent=AGENT) as core,
+            core.client() as owner,
+        ):
+            issued = owner.mint("gateway", trust=TrustLevel.OWNER, risk=Risk.R4)
+            token = base64.b64encode(issued.token.to_bytes()).decode("ascii")
+            grpc_core = GrpcCore(core.info.socket, f"{CAPABILITY_SCHEME} {token}")
+
+            async def main() -> None:
+                gateway = Gateway(grpc_core, GatewayConfig(port=0))
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(gateway.serve)
+                    with trio.fail_after(60):
+                        await body(_Model(model_server), owner, gateway)
+                    nursery.cancel_scope.cancel()
+
+            try:
+                trio.run(main)
+            finally:
+                grpc_core.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def _set(owner: Client, gateway: Gateway, name: str, text: str | None) -> None:
+    """Change a setting at the core; return once the gateway has seen it."""
+
+    def change() -> Any:
+        if text is None:
+            return owner.reset_setting(name)
+        return owner.set_setting_text(name, text)
+
+    resp = await trio.to_thread.run_sync(change)
+    await gateway.lane_settings.wait_applied(resp.seq)
+
+
+def test_the_gateways_effect_kind_is_the_kernels() -> None:
+    assert KERNEL_EFFECT_KIND == EFFECT_KIND
+
+
+def test_lane_settings_from_the_core_apply_live(model_server: ServerThread) -> None:
+    async def body(model: _Model, owner: Client, gateway: Gateway) -> None:
+        # The core's defaults replace the gateway's own at start.
+        assert (gateway.lanes.max_running, gateway.lanes.default_mode) == (4, "followup")
+        c = await WsClient.open(gateway.port)
+        await c.connect()
+
+        # --- lanes.max_concurrent = 1: a second session waits.
+        await _set(owner, gateway, "lanes.max_concurrent", "1")
+        assert gateway.lanes.max_running == 1
+        await model.script(Reply.answer("A done", hold="a"), Reply.answer("B done"))
+        assert (await c.request("send", session="sa", text="first", key="ka"))["ok"]
+        await model.held("a")
+        b = await c.start("send", session="sb", text="second", key="kb")
+        # Answered only after the frame before it was handled (put in its lane).
+        assert (await c.request("sessions"))["ok"]
+        assert gateway.lanes.waiting == 1
+        assert len(model.server.requests) == 1
+        assert b not in c.responses
+
+        # Back to its default (4): the waiting turn starts now, while the
+        # first is still held.
+        await _set(owner, gateway, "lanes.max_concurrent", None)
+        assert gateway.lanes.max_running == 4
+        assert (await c.response(b))["ok"]
+        assert (await c.until_event("turn.final", "sb"))["data"]["text"] == "B done"
+        await model.release("a")
+        assert (await c.until_event("turn.final", "sa"))["data"]["text"] == "A done"
+
+        # --- lanes.queue_mode = collect: queued messages naming no mode merge.
+        await _set(owner, gateway, "lanes.queue_mode", "collect")
+        assert gateway.lanes.default_mode == "collect"
+        await model.script(Reply.answer("one", hold="c"), Reply.answer("merged"))
+        assert (await c.request("send", session="sc", text="m1", key="k1"))["ok"]
+        await model.held("c")
+        r2 = await c.start("send", session="sc", text="m2", key="k2")
+        r3 = await c.start("send", session="sc", text="m3", key="k3")
+        assert (await c.request("sessions"))["ok"]
+        await model.release("c")
+        acks = [(await c.response(r))["result"] for r in (r2, r3)]
+        assert acks[0]["turn"] == acks[1]["turn"]  # one turn carries both
+        assert (await c.until_event("turn.final", "sc"))["data"]["text"] == "one"
+        assert (await c.until_event("turn.final", "sc"))["data"]["text"] == "merged"
+        last = model.server.requests[-1].json()["messages"][-1]
+        assert last == {"role": "user", "content": "m2\n\nm3"}
+        await c.aclose()
+
+    _with_stack(model_server, body)
+
+
+def test_a_core_that_cannot_tell_leaves_the_gateways_own_values(
+    fake_core: tuple[FakeCore, str],
+) -> None:
+    _core, socket = fake_core  # serves turns, not GetSetting or Subscribe
+
+    async def body(gateway: Gateway) -> None:
+        assert (gateway.lanes.max_running, gateway.lanes.default_mode) == (3, "followup")
+        c = await WsClient.open(gateway.port)
+        await c.connect()
+        assert (await c.request("send", session="f", text="hi", key="1"))["ok"]
+        await c.until_event("turn.final", "f")
+        await c.aclose()
+
+    run_gateway(socket, body, GatewayConfig(port=0, max_running=3))
