@@ -264,6 +264,11 @@ class Sandboxed:
             return False
         return info is not None and info.si_code == os.CLD_STOPPED
 
+    def has_exited(self) -> bool:
+        """Whether the child has ended, reaped or not (does not reap: the
+        supervisor waiting on the pidfd still sees the end and its cause)."""
+        return self._exit is not None or self._exited(0)
+
     def poll(self) -> Exit | None:
         if self._exit is None and self._exited(0):
             return self._reap()

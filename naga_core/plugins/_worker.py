@@ -240,7 +240,15 @@ class Worker:
             if self.stopping or self.state is WorkerState.STOPPED:
                 raise PluginUnavailable(f"plugin {self.name} is stopped")
             session = self._session
-            if session is not None and session.ready and session.cause is None:
+            # A child that already ended (killed a moment ago) has not been
+            # seen by its session yet: wait for the rebuild rather than send
+            # it a call that can only fail.
+            if (
+                session is not None
+                and session.ready
+                and session.cause is None
+                and not session.child.has_exited()
+            ):
                 return session
             changed = self._changed
             with trio.move_on_at(deadline):
