@@ -13,6 +13,7 @@ import errno
 import os
 import socket
 import stat
+import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
@@ -21,6 +22,7 @@ from typing import Literal
 import sandbox
 from naga.sdk import Client
 from naga.sdk.errors import SdkError
+from naga.v1 import core_pb2 as cpb
 from naga_core._home import Home
 from naga_core._store import blob_store, projection_path, verifier_for
 from naga_core.authz import load_token_key, token_key_path
@@ -77,10 +79,11 @@ def run_checks(checks: Iterable[Check]) -> list[CheckResult]:
     return [c.run() for c in checks]
 
 
-def checks_for(
-    home: Home, *, webchat: tuple[str, int] = (WEBCHAT_HOST, WEBCHAT_PORT)
-) -> list[Check]:
-    """The core's checks of ``home``, in report order (a fresh list)."""
+def checks_for(home: Home, *, webchat: tuple[str, int] | None = None) -> list[Check]:
+    """The core's checks of ``home``, in report order (a fresh list).
+    ``webchat`` pins the address the port check probes; by default it is
+    the running core's gateway's (it follows the ``gateway.port`` setting),
+    else the default port."""
     return [
         Check("home permissions", partial(_home_permissions, home)),
         Check("key files", partial(_key_files, home)),
@@ -90,7 +93,7 @@ def checks_for(
         Check("run directory", partial(_run_directory, home)),
         Check("core process", partial(_core_process, home)),
         Check("core answers", partial(_core_answers, home)),
-        Check("webchat port", partial(_webchat_port, home, *webchat)),
+        Check("webchat port", partial(_webchat_port, home, webchat)),
         Check("sandbox", lambda: sandbox_verdict(sandbox.detect())),
     ]
 
@@ -366,13 +369,33 @@ def _held(home: Home, holder: int | None, what: str) -> tuple[bool, str]:
 # --- the network -----------------------------------------------------------------------
 
 
-def _webchat_port(home: Home, host: str, port: int) -> tuple[bool, str]:
+def _gateway_address(home: Home) -> tuple[str, int] | None:
+    """Where the running core's gateway serves, from its status row (a
+    stale socket refuses at once)."""
+    if not os.path.exists(os.path.join(home.root, RUN_DIR, CORE_SOCKET)):
+        return None
+    try:
+        with Client.connect(home.root, timeout=CORE_ANSWER_TIMEOUT_S) as client:
+            rows = client.status().processes
+    except SdkError:
+        return None
+    for row in rows:
+        if row.role == "gateway" and row.state == cpb.PROCESS_STATE_RUNNING:
+            url = urllib.parse.urlsplit(row.detail)
+            if url.hostname and url.port:
+                return url.hostname, url.port
+    return None
+
+
+def _webchat_port(home: Home, pinned: tuple[str, int] | None) -> tuple[bool, str]:
+    reported = None if pinned else _gateway_address(home)
+    host, port = pinned or reported or (WEBCHAT_HOST, WEBCHAT_PORT)
     where = f"{host}:{port}"
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.settimeout(1.0)
         err = probe.connect_ex((host, port))
     if err == 0:
-        if live_core_pid(home) is None:
+        if reported is None and live_core_pid(home) is None:
             return False, (
                 f"{where} is served by another program while the core is not running; "
                 "Naga's gateway could not bind it"
@@ -386,6 +409,8 @@ def _webchat_port(home: Home, host: str, port: int) -> tuple[bool, str]:
             probe.bind((host, port))
         except OSError as exc:
             return False, f"{where} is bound by another program but not accepting ({exc.strerror})"
+    if reported is not None:
+        return False, f"{where} is where the core says its gateway serves, but nothing answers"
     return True, f"{where} is free"
 
 

@@ -10,6 +10,8 @@ import trio
 
 from naga.v1 import core_pb2 as cpb
 from naga.v1 import kernel_pb2 as kpb
+from naga_core._doctor import checks_for
+from naga_core._home import Home
 from naga_core.daemon import GatewayOptions
 from naga_core.kernel._kernel import EFFECT_KIND
 from tests.daemon.conftest import core_in_thread, home
@@ -68,6 +70,11 @@ def test_the_gateway_follows_the_port_setting_when_no_flag_pins_it(home: str) ->
             assert row.state == cpb.PROCESS_STATE_RUNNING
             assert row.detail == f"http://127.0.0.1:{second}/"
             trio.run(_console_answers, second)
+            # `naga doctor` probes where the gateway is now, not the default.
+            (port_check,) = [x for x in checks_for(Home(home)) if x.name == "webchat port"]
+            probed = port_check.run()
+            assert probed.ok, probed
+            assert probed.detail == f"127.0.0.1:{second} is served (the running core's gateway)"
             c.shutdown("test done")
         assert not core.join().failed
 
