@@ -1,7 +1,7 @@
 """The agent side of the core: turns, the executor pool, the model-provider
 worker, and the services executors call (docs/design/executor.md)."""
 
-from naga_core.agent._agent import SESSION, Agent, Caller, Core
+from naga_core.agent._agent import SESSION, Agent, Caller, Core, Reloading
 from naga_core.agent._config import EXECUTOR_ROLE, RISK_BY_TRUST, SYSTEM_PROMPT, AgentConfig
 from naga_core.agent._errors import (
     AgentError,
@@ -32,6 +32,7 @@ __all__ = [
     "Core",
     "NoExecutor",
     "NoModelProvider",
+    "Reloading",
     "Running",
     "SessionNotFound",
     "TurnConflict",

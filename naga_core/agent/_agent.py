@@ -18,7 +18,7 @@ import json
 import logging
 import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
 import trio
@@ -113,9 +113,13 @@ class Agent:
         self.plugins = plugins
         self.workers = workers
         self.config = config
-        self.sessions = rec.Sessions()
         self.running: dict[str, Running] = {}
         self._by_session: dict[str, Running] = {}
+        self.sessions = rec.Sessions(
+            kept=config.sessions_kept,
+            keys_kept=config.keys_kept,
+            busy=self._by_session.__contains__,
+        )
         self._blobs = blob_store(core.home)
         self._nursery: trio.Nursery | None = None
 
@@ -133,14 +137,20 @@ class Agent:
 
     # --- starting a turn (TurnService.Run, on the loop) --------------------------------
 
-    def start(self, caller: Caller, req: tpb.RunTurnRequest) -> TurnCursor:
+    def start(self, caller: Caller, req: tpb.RunTurnRequest) -> TurnCursor | Reloading:
+        """The stream of the turn ``req`` starts, joins or replays. A session
+        whose detail was dropped from memory is reloaded first, off the loop
+        (the returned cursor does it at its first read)."""
+        if self.sessions.unloaded(req.session) is not None:
+            return Reloading(self, caller, req)
         session = self.sessions.get(req.session)
         if session is not None and req.idempotency_key in session.keys:
             ended = session.keys[req.idempotency_key]
             joined = self.running.get(ended.turn_id)
             if joined is not None:
                 return TurnCursor(joined)
-            return TurnCursor(None, ended.events())
+            end = self.core.ledger.read(ended.end_seq) if ended.end_seq else None
+            return TurnCursor(None, rec.replay(ended, end))
         busy = self._by_session.get(req.session)
         if busy is not None:
             if busy.key == req.idempotency_key:
@@ -164,6 +174,20 @@ class Agent:
         self._by_session[req.session] = running
         self._nursery.start_soon(self._run, running, req.text)
         return TurnCursor(running)
+
+    async def session(self, name: str) -> rec.Session:
+        """The session ``name`` with its history and keys in memory (read
+        back from the ledger, on a worker thread, if they were dropped)."""
+        from_seq = self.sessions.unloaded(name)
+        if from_seq is not None:
+            detail = await trio.to_thread.run_sync(
+                self.sessions.read_detail, self.core.ledger, name, from_seq
+            )
+            return self.sessions.load(name, detail)
+        found = self.sessions.get(name)
+        if found is None:
+            raise SessionNotFound(f"no session {name!r}")
+        return found
 
     def _trust(
         self,
@@ -505,6 +529,24 @@ class Agent:
         return None
 
 
+class Reloading:
+    """A Run stream on a session whose detail must first be read back from
+    the ledger: its first read does that (on a worker thread), then starts
+    the turn as :meth:`Agent.start` would have."""
+
+    def __init__(self, agent: Agent, caller: Caller, req: tpb.RunTurnRequest) -> None:
+        self._agent = agent
+        self._caller = caller
+        self._req = req
+        self._inner: TurnCursor | Reloading | None = None
+
+    async def next(self) -> Sequence[tpb.TurnEvent] | None:
+        if self._inner is None:
+            await self._agent.session(self._req.session)
+            self._inner = self._agent.start(self._caller, self._req)
+        return await self._inner.next()
+
+
 def _error(out: apb.ExecutorOutcome) -> tpb.TurnError:
     return tpb.TurnError(
         kind=tpb.TurnErrorKind.ValueType(out.error_kind or tpb.TURN_ERROR_KIND_INTERNAL),
@@ -513,4 +555,4 @@ def _error(out: apb.ExecutorOutcome) -> tpb.TurnError:
     )
 
 
-__all__ = ["EXECUTOR_WAIT_S", "SESSION", "Agent", "Caller", "Core"]
+__all__ = ["EXECUTOR_WAIT_S", "SESSION", "Agent", "Caller", "Core", "Reloading"]
