@@ -14,10 +14,12 @@ the reply (or the error) recorded, ``final`` (or ``error``).
 from __future__ import annotations
 
 import base64
+import heapq
 import json
 import logging
 import re
 import secrets
+import time
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
@@ -121,6 +123,11 @@ class Agent:
             busy=self._by_session.__contains__,
         )
         self._blobs = blob_store(core.home)
+        #: (expiry, token id) of the tokens of ended turns, soonest first: what
+        #: they spent is dropped from kernel state once they expire
+        self._expiring: list[tuple[int, bytes]] = []
+        #: The clock expiries are compared with (the authority's is time.time_ns).
+        self.clock: Callable[[], int] = time.time_ns
         self._nursery: trio.Nursery | None = None
 
     async def serve(self, *, task_status: trio.TaskStatus[Agent]) -> None:
@@ -241,6 +248,7 @@ class Agent:
     def _turn_token(self, running: Running, tools: list[ToolSpec]) -> Token:
         """The turn's executor token: its role, session, the tools visible at
         its trust, its budget, a life a minute past the turn's timeout."""
+        ttl_ns = int(self.config.turn_timeout_s * 1e9) + 60_000_000_000
         token = self.authority.mint(
             EXECUTOR_ROLE,
             trust=running.trust,
@@ -248,9 +256,11 @@ class Agent:
             session=running.session,
             tools=[t.name for t in tools],
             budget=self.config.turn_budget,
-            ttl_ns=int(self.config.turn_timeout_s * 1e9) + 60_000_000_000,
+            ttl_ns=ttl_ns,
         )
         running.token_id = token.id
+        # Read after the mint, so never before the token's own expiry.
+        running.token_expires_ns = self.clock() + ttl_ns
         return token
 
     async def _accept(self, running: Running, text: str, token: Token) -> None:
@@ -322,6 +332,7 @@ class Agent:
             return
         kind = rec.ERROR if out.error_kind else rec.REPLY
         seq = self._stage(kind, body)
+        self._forget_expired(running)
         with trio.CancelScope(shield=True):
             await self._settle()
         if out.error_kind:
@@ -336,6 +347,23 @@ class Agent:
                 reply_seq=seq,
             )
             running.emit(tpb.TurnEvent(final=final))
+
+    def _forget_expired(self, ended: Running) -> None:
+        """Queue ``ended``'s token and drop what the expired ones spent,
+        staged with the turn's last record (its settle makes it durable)."""
+        heapq.heappush(self._expiring, (ended.token_expires_ns, ended.token_id))
+        now = self.clock()
+        gone: list[bytes] = []
+        while self._expiring and self._expiring[0][0] <= now:
+            gone.append(heapq.heappop(self._expiring)[1])
+        if gone:
+            account = BudgetAccount(self.core.kernel)
+            self.core.write(lambda: account.forget(gone, why="their turns ended"))
+
+    @property
+    def expiring(self) -> int:
+        """Tokens of ended turns not yet expired (their spending still kept)."""
+        return len(self._expiring)
 
     def _stage(self, kind: str, body: apb.TurnRecord, blobs: tuple[bytes, ...] = ()) -> int:
         seq = self.core.write(lambda: rec.stage(self.core.ledger, kind, body, blobs))

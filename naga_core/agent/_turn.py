@@ -39,6 +39,7 @@ class Running:
         self.trust = trust
         self.risk = risk
         self.token_id = b""
+        self.token_expires_ns = 0
         self.message_seq = 0
         self.accepted = False
         self.events: list[tpb.TurnEvent] = []

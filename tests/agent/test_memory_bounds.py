@@ -17,15 +17,18 @@ import gc
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 
 import pytest
+import trio
 
 from naga.sdk import Client
 from naga.v1 import turn_pb2 as tpb
 from naga_core.agent import Agent
 from naga_core.agent._sessions import KEPT_ENTRIES, Ended
+from naga_core.authz import SPENT_FAMILY
 from naga_core.plugins import PluginsConfig
 from tests.agent.conftest import AGENT, PLUGINS, TUNING, ServerThread, final, turn, write_providers
 from tests.daemon.conftest import InProcessCore, core_in_thread
@@ -177,3 +180,32 @@ def test_a_session_dropped_from_memory_is_read_back_when_used(
         contents = [m.get("content") for m in prompt["messages"]][1:]
         assert contents == [*texts, "message a3"]
         assert_bounded(agent)
+
+
+def test_what_expired_turn_tokens_spent_is_dropped_from_kernel_state(
+    home: str, model_server: ServerThread
+) -> None:
+    with core_on(home) as core, core.client() as c:
+
+        def spent_entries() -> int:
+            state = agent.core.kernel.state
+            return trio.from_thread.run_sync(
+                lambda: sum(1 for family, _ in state if family == SPENT_FAMILY),
+                trio_token=core.token,
+            )
+
+        for i in range(5):
+            final(say(c, model_server, "t", f"k-{i}", "spent"))
+        agent = agent_of(home)
+        assert spent_entries() == 5  # each turn's token spent 6 tokens
+        assert agent.expiring == 5
+        # Past every one of those tokens' expiry (a turn's timeout + 60 s):
+        # the next turn's end drops them, in one effect, and queues its own.
+        agent.clock = lambda: time.time_ns() + 10**13
+        final(say(c, model_server, "t", "k-5", "spent"))
+        assert spent_entries() == 1
+        assert agent.expiring == 1
+        forgot = [
+            e for e in c.history(limit=20).entries if "expired token(s) spent" in e.description
+        ]
+        assert len(forgot) == 1
