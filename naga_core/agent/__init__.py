@@ -1,7 +1,7 @@
 """The agent side of the core: turns, the executor pool, the model-provider
 worker, and the services executors call (docs/design/executor.md)."""
 
-from naga_core.agent._agent import SESSION, Agent, Caller, Core, Reloading
+from naga_core.agent._agent import SESSION, Agent, Caller, Core
 from naga_core.agent._config import EXECUTOR_ROLE, RISK_BY_TRUST, SYSTEM_PROMPT, AgentConfig
 from naga_core.agent._errors import (
     AgentError,
@@ -12,7 +12,7 @@ from naga_core.agent._errors import (
     TurnConflict,
 )
 from naga_core.agent._sessions import KINDS as TRACE_KINDS
-from naga_core.agent._turn import Running, TurnCursor
+from naga_core.agent._turn import Reloading, Running, TurnCursor
 from naga_core.agent._workers import LOCAL_MODEL_ROLE, AgentWorkers, LocalModelStatus
 
 __all__ = [

@@ -14,20 +14,18 @@ the reply (or the error) recorded, ``final`` (or ``error``).
 from __future__ import annotations
 
 import base64
-import heapq
 import json
 import logging
 import re
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 import trio
 from google.protobuf.message import DecodeError, Message
 
 from naga.plugin import ToolSpec
-from naga.tokens import Risk
 from naga.trust import TrustLevel
 from naga.v1 import agent_pb2 as apb
 from naga.v1 import core_pb2 as cpb
@@ -38,8 +36,8 @@ from naga_core._store import blob_store
 from naga_core.agent import _sessions as rec
 from naga_core.agent._config import EXECUTOR_ROLE, AgentConfig
 from naga_core.agent._errors import AgentError, AgentUnavailable, SessionNotFound, TurnConflict
-from naga_core.agent._tools import all_tools, spec_for_model, visible
-from naga_core.agent._turn import Running, TurnCursor
+from naga_core.agent._tools import refusal_of, spec_for_model, visible
+from naga_core.agent._turn import Expiring, Reloading, Running, TurnCursor
 from naga_core.agent._workers import AgentWorkers
 from naga_core.authz import BudgetAccount, Grant, Token, TokenAuthority, stage_minted
 from naga_core.errors import NagaError
@@ -123,9 +121,9 @@ class Agent:
             busy=self._by_session.__contains__,
         )
         self._blobs = blob_store(core.home)
-        #: (expiry, token id) of the tokens of ended turns, soonest first: what
-        #: they spent is dropped from kernel state once they expire
-        self._expiring: list[tuple[int, bytes]] = []
+        # The tokens of ended turns: what they spent is dropped from kernel
+        # state once they expire.
+        self._expiring = Expiring()
         #: The clock expiries are compared with (the authority's is time.time_ns).
         self.clock: Callable[[], int] = time.time_ns
         self._nursery: trio.Nursery | None = None
@@ -351,11 +349,7 @@ class Agent:
     def _forget_expired(self, ended: Running) -> None:
         """Queue ``ended``'s token and drop what the expired ones spent,
         staged with the turn's last record (its settle makes it durable)."""
-        heapq.heappush(self._expiring, (ended.token_expires_ns, ended.token_id))
-        now = self.clock()
-        gone: list[bytes] = []
-        while self._expiring and self._expiring[0][0] <= now:
-            gone.append(heapq.heappop(self._expiring)[1])
+        gone = self._expiring.push(ended.token_expires_ns, ended.token_id, self.clock())
         if gone:
             account = BudgetAccount(self.core.kernel)
             self.core.write(lambda: account.forget(gone, why="their turns ended"))
@@ -504,7 +498,7 @@ class Agent:
             )
         )
         started = rec.now_ns()
-        refusal = self._refusal(grant, req.tool)
+        refusal = refusal_of(self.plugins, grant, req.tool)
         if refusal is not None:
             answer = apb.ToolCallResponse(ok=False, error=refusal)
         else:
@@ -541,39 +535,6 @@ class Agent:
         )
         return answer
 
-    def _refusal(self, grant: Grant, tool: str) -> str | None:
-        spec = all_tools(self.plugins).get(tool)
-        if spec is None:
-            return f"there is no tool {tool!r}; use one of the tools you were given"
-        risk = Risk(int(spec.risk))
-        if risk > grant.risk:
-            return (
-                f"tool {tool} is not allowed in this session: its risk {risk.name} is above "
-                f"the session's ceiling {grant.risk.name} (trust {grant.trust.label}); "
-                "answer without it"
-            )
-        if grant.tools is not None and tool not in grant.tools:
-            return f"tool {tool} is not available in this session; answer without it"
-        return None
-
-
-class Reloading:
-    """A Run stream on a session whose detail must first be read back from
-    the ledger: its first read does that (on a worker thread), then starts
-    the turn as :meth:`Agent.start` would have."""
-
-    def __init__(self, agent: Agent, caller: Caller, req: tpb.RunTurnRequest) -> None:
-        self._agent = agent
-        self._caller = caller
-        self._req = req
-        self._inner: TurnCursor | Reloading | None = None
-
-    async def next(self) -> Sequence[tpb.TurnEvent] | None:
-        if self._inner is None:
-            await self._agent.session(self._req.session)
-            self._inner = self._agent.start(self._caller, self._req)
-        return await self._inner.next()
-
 
 def _error(out: apb.ExecutorOutcome) -> tpb.TurnError:
     return tpb.TurnError(
@@ -583,4 +544,4 @@ def _error(out: apb.ExecutorOutcome) -> tpb.TurnError:
     )
 
 
-__all__ = ["EXECUTOR_WAIT_S", "SESSION", "Agent", "Caller", "Core", "Reloading"]
+__all__ = ["EXECUTOR_WAIT_S", "SESSION", "Agent", "Caller", "Core"]
