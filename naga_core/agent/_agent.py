@@ -183,10 +183,10 @@ class Agent:
     async def session(self, name: str) -> rec.Session:
         """The session ``name`` with its history and keys in memory (read
         back from the ledger, on a worker thread, if they were dropped)."""
-        from_seq = self.sessions.unloaded(name)
-        if from_seq is not None:
+        packed = self.sessions.unloaded(name)
+        if packed is not None:
             detail = await trio.to_thread.run_sync(
-                self.sessions.read_detail, self.core.ledger, name, from_seq
+                self.sessions.read_detail, self.core.ledger, name, packed
             )
             return self.sessions.load(name, detail)
         found = self.sessions.get(name)

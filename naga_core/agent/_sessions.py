@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,9 @@ TOOL = "turn.tool"
 REPLY = "turn.reply"
 ERROR = "turn.error"
 KINDS = frozenset({MESSAGE, STEER, MODEL, TOOL, REPLY, ERROR})
+# Kind codes of the records an unloaded session lists (Session.reload).
+_MSG, _REPLY, _ERROR, _END = 0, 1, 2, 3  # _END: a reply or an error
+_CODES = {MESSAGE: _MSG, REPLY: _REPLY, ERROR: _ERROR}
 #: Entries of a session kept in memory for prompts and History.
 KEPT_ENTRIES = 1000
 _PREVIEW_CHARS = 80
@@ -95,17 +99,24 @@ class Detail:
     #: turn id -> its key, for turns not yet ended
     open_keys: dict[str, str] = field(default_factory=dict[str, str])
 
-    def oldest_seq(self) -> int:
-        """The first seq a reload must read to rebuild this detail."""
-        seqs = [e.seq for e in self.entries[:1]]
-        seqs += [e.message_seq for e in itertools.islice(self.keys.values(), 1)]
-        return min(seqs, default=0)
+    def seqs(self) -> array[int]:
+        """The records a reload reads to rebuild this detail, ascending, each
+        packed as ``seq << 2 | kind code`` (see :func:`_compact`)."""
+        codes: dict[int, int] = {}
+        for e in self.keys.values():
+            codes[e.message_seq] = _MSG
+            if e.end_seq:
+                codes[e.end_seq] = _END
+        for e in self.entries:
+            codes[e.seq] = _MSG if e.role == tpb.HISTORY_ROLE_USER else _REPLY
+        return array("Q", sorted(seq << 2 | code for seq, code in codes.items()))
 
 
 @dataclass(slots=True)
 class Session:
-    """A session's summary; ``detail`` while it is in memory, else None
-    (``reload_from``: where a reload of it starts reading the ledger)."""
+    """A session's summary; ``detail`` while it is in memory, else None and
+    ``reload`` lists the records a reload reads (8 bytes each: at most about
+    twice the key window plus the kept entries, 24 KB with the defaults)."""
 
     name: str
     turns: int = 0
@@ -113,7 +124,7 @@ class Session:
     last_time_ns: int = 0
     preview: str = ""
     detail: Detail | None = None
-    reload_from: int = 0
+    reload: array[int] | None = None
 
     @property
     def entries(self) -> list[tpb.SessionEntry]:
@@ -153,12 +164,14 @@ class Sessions:
         *,
         kept: int = SESSIONS_KEPT,
         keys_kept: int = IDEMPOTENCY_KEYS_KEPT,
+        entries_kept: int = KEPT_ENTRIES,
         busy: Callable[[str], bool] = lambda _name: False,
     ) -> None:
         self._by_name: OrderedDict[str, Session] = OrderedDict()
         self._loaded: OrderedDict[str, None] = OrderedDict()  # names with a detail, LRU first
         self._kept = kept
         self._keys_kept = keys_kept
+        self._entries_kept = entries_kept
         self._busy = busy
 
     def get(self, name: str) -> Session | None:
@@ -191,16 +204,20 @@ class Sessions:
             if body is not None:
                 self.note(rec.kind, body, rec.seq, rec.timestamp_ns)
 
-    def unloaded(self, name: str) -> int | None:
-        """Where to reload ``name`` from if it is known but not in memory."""
+    def unloaded(self, name: str) -> array[int] | None:
+        """The records to read back if ``name`` is known but not in memory."""
         found = self._by_name.get(name)
-        return found.reload_from if found is not None and found.detail is None else None
+        if found is None or found.detail is not None:
+            return None
+        return array("Q", found.reload or ())
 
-    def read_detail(self, ledger: Ledger, name: str, from_seq: int) -> Detail:
-        """``name``'s detail rebuilt from the ledger's records from
-        ``from_seq`` on (on a worker thread: it reads the disk)."""
+    def read_detail(self, ledger: Ledger, name: str, packed: array[int]) -> Detail:
+        """``name``'s detail rebuilt from the records ``packed`` lists (from
+        :meth:`unloaded`; on a worker thread: it reads the disk). Reads only
+        those, so a reload costs the same however long the ledger grew."""
         detail = Detail()
-        for rec in ledger.iter_records(from_seq):
+        for p in packed:
+            rec = ledger.read(p >> 2)
             body = _body(rec)
             if body is not None and body.session == name:
                 self._note_detail(detail, rec.kind, body, rec.seq, rec.timestamp_ns)
@@ -227,7 +244,13 @@ class Sessions:
             s.turns += 1
             s.preview = rec.text[:_PREVIEW_CHARS]
         if s.detail is None:
-            # Only at start: the record is after reload_from, so a reload reads it.
+            # Only at start (a live turn loads its session first): a reload
+            # will read this record too; keep the list bounded.
+            reload = s.reload if s.reload is not None else array("Q")
+            reload.append(seq << 2 | _CODES[kind])
+            s.reload = reload
+            if len(reload) > 2 * (self._keys_kept + self._entries_kept):
+                s.reload = _compact(reload, self._keys_kept, self._entries_kept)
             return
         self._loaded.move_to_end(rec.session)
         self._note_detail(s.detail, kind, rec, seq, time_ns)
@@ -243,7 +266,7 @@ class Sessions:
             while len(d.keys) > self._keys_kept:
                 old_key = next(iter(d.keys))
                 d.open_keys.pop(d.keys.pop(old_key).turn_id, None)
-            _add(d, seq, tpb.HISTORY_ROLE_USER, rec, time_ns)
+            _add(d, seq, tpb.HISTORY_ROLE_USER, rec, time_ns, kept=self._entries_kept)
             return
         if kind not in (REPLY, ERROR):
             return
@@ -252,7 +275,7 @@ class Sessions:
         if ended is not None:
             ended.end_seq = seq
         if kind == REPLY:
-            _add(d, seq, tpb.HISTORY_ROLE_ASSISTANT, rec, time_ns)
+            _add(d, seq, tpb.HISTORY_ROLE_ASSISTANT, rec, time_ns, kept=self._entries_kept)
 
     def _mark_loaded(self, name: str) -> None:
         self._loaded[name] = None
@@ -266,9 +289,25 @@ class Sessions:
                 continue
             s = self._by_name[old]
             assert s.detail is not None
-            s.reload_from = s.detail.oldest_seq()
+            s.reload = s.detail.seqs()
             s.detail = None
             del self._loaded[old]
+
+
+def _compact(packed: array[int], keys_kept: int, entries_kept: int) -> array[int]:
+    """``packed`` without the records a reload would note and then drop: it
+    keeps everything from the oldest of the last ``keys_kept`` messages (the
+    key window; their ends come after them) or of the last ``entries_kept``
+    known entries (messages and replies), whichever is older. An ``_END``
+    (a reply or an error, not told apart) is not counted as an entry, so the
+    cut is never too late."""
+    messages = [p for p in packed if p & 3 == _MSG]
+    entries = [p for p in packed if p & 3 in (_MSG, _REPLY)]
+    cuts = [packed[0]]
+    if len(messages) >= keys_kept and len(entries) >= entries_kept:
+        cuts = [messages[-keys_kept], entries[-entries_kept]]
+    cut = min(cuts) >> 2
+    return array("Q", (p for p in packed if p >> 2 >= cut))
 
 
 def _body(rec: Record) -> apb.TurnRecord | None:
@@ -281,7 +320,13 @@ def _body(rec: Record) -> apb.TurnRecord | None:
 
 
 def _add(
-    d: Detail, seq: int, role: tpb.HistoryRole.ValueType, rec: apb.TurnRecord, time_ns: int
+    d: Detail,
+    seq: int,
+    role: tpb.HistoryRole.ValueType,
+    rec: apb.TurnRecord,
+    time_ns: int,
+    *,
+    kept: int,
 ) -> None:
     d.entries.append(
         tpb.SessionEntry(
@@ -293,8 +338,8 @@ def _add(
             turn_id=rec.turn_id,
         )
     )
-    if len(d.entries) > KEPT_ENTRIES:
-        del d.entries[: len(d.entries) - KEPT_ENTRIES]
+    if len(d.entries) > kept:
+        del d.entries[: len(d.entries) - kept]
 
 
 def stage(ledger: Ledger, kind: str, rec: apb.TurnRecord, blobs: tuple[bytes, ...] = ()) -> int:
