@@ -18,7 +18,7 @@ JSON object.
   body) in a fresh session.
 
     python bench/turn.py [--turns 200] [--sessions 20] [--per-session 5] [--grow 400]
-                         [--grow-marks 400,1600]
+                         [--grow-sessions 20] [--grow-marks 400,1600]
 """
 
 from __future__ import annotations
