@@ -9,11 +9,16 @@ JSON object.
   time summed over every Naga process (the core and its workers, from
   /proc/PID/stat) per turn;
 * throughput: ``--sessions`` sessions x ``--per-session`` turns at once;
-* resident memory of all Naga processes, idle and after ``--grow`` turns;
+* resident memory of all Naga processes, idle and after ``--grow`` turns,
+  also per role (``rss_by_role_mb``: core, executor, plugin:<name>; a role
+  with several processes is summed) after warm-up and at each of
+  ``--grow-marks`` (turn counts within the grow phase), so growth per
+  process is told apart from a one-off high-water mark;
 * bytes the provider received for the message "hi" (request line, headers,
   body) in a fresh session.
 
     python bench/turn.py [--turns 200] [--sessions 20] [--per-session 5] [--grow 400]
+                         [--grow-sessions 20] [--grow-marks 400,1600]
 """
 
 from __future__ import annotations
@@ -116,6 +121,21 @@ def _rss_mb(pids: list[int]) -> float:
     return round(total / 2**20, 1)
 
 
+def _roles(client: Client, core_pid: int) -> dict[int, str]:
+    roles = {core_pid: "core"}
+    for p in client.status().processes:
+        if p.pid and p.pid != core_pid:
+            roles[p.pid] = p.role
+    return roles
+
+
+def _rss_by_role_mb(roles: dict[int, str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for pid, role in roles.items():
+        out[role] = round(out.get(role, 0.0) + _rss_mb([pid]), 1)
+    return dict(sorted(out.items()))
+
+
 def _turn(client: Client, session: str, text: str = "hello") -> float:
     start = time.perf_counter()
     events = list(client.run_turn(session, text, uuid.uuid4().hex, timeout=60))
@@ -131,7 +151,16 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=20)
     parser.add_argument("--per-session", type=int, default=5)
     parser.add_argument("--grow", type=int, default=400)
+    parser.add_argument(
+        "--grow-sessions", type=int, default=20, help="sessions the grow turns cycle through"
+    )
+    parser.add_argument(
+        "--grow-marks",
+        default="",
+        help="comma-separated turn counts of the grow phase at which to record RSS by role",
+    )
     args = parser.parse_args()
+    marks = sorted({int(m) for m in args.grow_marks.split(",") if m} | {args.grow})
     server = Server()
     root = tempfile.mkdtemp(prefix="naga-bench-turn-")
     home = os.path.join(root, "home")
@@ -182,10 +211,15 @@ def main() -> int:
                 list(pool.map(session, range(args.sessions)))
             out["turns_per_s"] = round(total / (time.perf_counter() - t0), 1)
 
+            roles = _roles(client, proc.pid)
+            by_role: dict[str, dict[str, float]] = {"warm": _rss_by_role_mb(roles)}
             server.script(args.grow)
             for i in range(args.grow):
-                _turn(client, f"grow-{i % 20}")
+                _turn(client, f"grow-{i % args.grow_sessions}")
+                if i + 1 in marks:
+                    by_role[str(i + 1)] = _rss_by_role_mb(roles)
             out["rss_after_grow_mb"] = _rss_mb(pids)
+            out["rss_by_role_mb"] = by_role
             out["grow_turns"] = args.grow
 
             server.script(1)

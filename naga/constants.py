@@ -107,6 +107,14 @@ SHUTDOWN_GRACE_S: Final = 5.0
 #: Default deadline of one SDK call, in seconds.
 RPC_DEADLINE_S: Final = 10.0
 
+# --- the agent's sessions -------------------------------------------------------------
+#: Idempotency keys a session remembers (its latest turns); an older key sent
+#: again is a new message.
+IDEMPOTENCY_KEYS_KEPT: Final = 1000
+#: Sessions whose history and keys the core keeps in memory (most recently
+#: used); the others keep a summary and are reloaded from the ledger on use.
+SESSIONS_KEPT: Final = 64
+
 # --- plugins -----------------------------------------------------------------------
 #: The manifest file in a plugin's directory.
 PLUGIN_MANIFEST_NAME: Final = "plugin.toml"

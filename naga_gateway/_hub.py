@@ -98,8 +98,11 @@ class Hub:
         self._streams: OrderedDict[str, Stream] = OrderedDict()
         #: Known tools' risk levels; a tool not here counts as R4.
         self.tool_risk: dict[str, int] = dict(tool_risk or {})
-        # A finished call names no tool; its start did.
-        self._tool_of: dict[str, str] = {}
+        # A finished call names no tool; its start did. By session, and
+        # dropped when its turn ends: a call whose finish never comes (an
+        # aborted turn) must not stay for ever, and call ids (the model's)
+        # repeat across turns and sessions.
+        self._tool_of: dict[str, dict[str, str]] = {}
 
     def open(self, peer: Peer, resume: tuple[str, int] | None) -> tuple[Stream, bool]:
         """The stream to attach to, and whether it resumes the one asked
@@ -139,6 +142,11 @@ class Hub:
         data = {"key": key, "position": position}
         self.publish(EventKind.QUEUED, session, frozenset({peer}), data)
 
+    @property
+    def open_tool_calls(self) -> int:
+        """Tool calls started and not yet finished, in turns not yet ended."""
+        return sum(len(calls) for calls in self._tool_of.values())
+
     def turn_event(self, session: str, peers: frozenset[str], event: tpb.TurnEvent) -> None:
         which = event.WhichOneof("kind")
         if which == "accepted":
@@ -149,15 +157,16 @@ class Hub:
             self.publish(EventKind.DELTA, session, peers, {"text": event.delta.text})
         elif which == "tool_started":
             t = event.tool_started
-            self._tool_of[t.call_id] = t.tool
+            self._tool_of.setdefault(session, {})[t.call_id] = t.tool
             data = {"call": t.call_id, "tool": t.tool, "arguments": t.arguments_json}
             self.publish(EventKind.TOOL_STARTED, session, peers, data, tool=t.tool)
         elif which == "tool_finished":
             f = event.tool_finished
-            tool = self._tool_of.pop(f.call_id, None)
+            tool = self._tool_of.get(session, {}).pop(f.call_id, None)
             data = {"call": f.call_id, "ok": f.ok, "result": f.result_json, "error": f.error}
             self.publish(EventKind.TOOL_FINISHED, session, peers, data, tool=tool)
         elif which == "final":
+            self._tool_of.pop(session, None)
             f = event.final
             self.publish(
                 EventKind.FINAL, session, peers, {"text": f.text, "reply_seq": f.reply_seq}
@@ -170,6 +179,7 @@ class Hub:
             }
             self.publish(EventKind.USAGE, session, peers, usage)
         elif which == "error":
+            self._tool_of.pop(session, None)
             e = event.error
             kind = tpb.TurnErrorKind.Name(e.kind).removeprefix("TURN_ERROR_KIND_").lower()
             data = {"kind": kind, "message": e.message, "partial": e.partial_text}

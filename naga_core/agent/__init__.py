@@ -12,7 +12,7 @@ from naga_core.agent._errors import (
     TurnConflict,
 )
 from naga_core.agent._sessions import KINDS as TRACE_KINDS
-from naga_core.agent._turn import Running, TurnCursor
+from naga_core.agent._turn import Reloading, Running, TurnCursor
 from naga_core.agent._workers import LOCAL_MODEL_ROLE, AgentWorkers, LocalModelStatus
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "Core",
     "NoExecutor",
     "NoModelProvider",
+    "Reloading",
     "Running",
     "SessionNotFound",
     "TurnConflict",

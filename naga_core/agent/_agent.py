@@ -18,6 +18,7 @@ import json
 import logging
 import re
 import secrets
+import time
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
@@ -25,7 +26,6 @@ import trio
 from google.protobuf.message import DecodeError, Message
 
 from naga.plugin import ToolSpec
-from naga.tokens import Risk
 from naga.trust import TrustLevel
 from naga.v1 import agent_pb2 as apb
 from naga.v1 import core_pb2 as cpb
@@ -36,8 +36,8 @@ from naga_core._store import blob_store
 from naga_core.agent import _sessions as rec
 from naga_core.agent._config import EXECUTOR_ROLE, AgentConfig
 from naga_core.agent._errors import AgentError, AgentUnavailable, SessionNotFound, TurnConflict
-from naga_core.agent._tools import all_tools, spec_for_model, visible
-from naga_core.agent._turn import Running, TurnCursor
+from naga_core.agent._tools import refusal_of, spec_for_model, visible
+from naga_core.agent._turn import Expiring, Reloading, Running, TurnCursor
 from naga_core.agent._workers import AgentWorkers
 from naga_core.authz import BudgetAccount, Grant, Token, TokenAuthority, stage_minted
 from naga_core.errors import NagaError
@@ -113,10 +113,19 @@ class Agent:
         self.plugins = plugins
         self.workers = workers
         self.config = config
-        self.sessions = rec.Sessions()
         self.running: dict[str, Running] = {}
         self._by_session: dict[str, Running] = {}
+        self.sessions = rec.Sessions(
+            kept=config.sessions_kept,
+            keys_kept=config.keys_kept,
+            busy=self._by_session.__contains__,
+        )
         self._blobs = blob_store(core.home)
+        # The tokens of ended turns: what they spent is dropped from kernel
+        # state once they expire.
+        self._expiring = Expiring()
+        #: The clock expiries are compared with (the authority's is time.time_ns).
+        self.clock: Callable[[], int] = time.time_ns
         self._nursery: trio.Nursery | None = None
 
     async def serve(self, *, task_status: trio.TaskStatus[Agent]) -> None:
@@ -133,14 +142,20 @@ class Agent:
 
     # --- starting a turn (TurnService.Run, on the loop) --------------------------------
 
-    def start(self, caller: Caller, req: tpb.RunTurnRequest) -> TurnCursor:
+    def start(self, caller: Caller, req: tpb.RunTurnRequest) -> TurnCursor | Reloading:
+        """The stream of the turn ``req`` starts, joins or replays. A session
+        whose detail was dropped from memory is reloaded first, off the loop
+        (the returned cursor does it at its first read)."""
+        if self.sessions.unloaded(req.session) is not None:
+            return Reloading(self, caller, req)
         session = self.sessions.get(req.session)
         if session is not None and req.idempotency_key in session.keys:
             ended = session.keys[req.idempotency_key]
             joined = self.running.get(ended.turn_id)
             if joined is not None:
                 return TurnCursor(joined)
-            return TurnCursor(None, ended.events())
+            end = self.core.ledger.read(ended.end_seq) if ended.end_seq else None
+            return TurnCursor(None, rec.replay(ended, end))
         busy = self._by_session.get(req.session)
         if busy is not None:
             if busy.key == req.idempotency_key:
@@ -164,6 +179,20 @@ class Agent:
         self._by_session[req.session] = running
         self._nursery.start_soon(self._run, running, req.text)
         return TurnCursor(running)
+
+    async def session(self, name: str) -> rec.Session:
+        """The session ``name`` with its history and keys in memory (read
+        back from the ledger, on a worker thread, if they were dropped)."""
+        packed = self.sessions.unloaded(name)
+        if packed is not None:
+            detail = await trio.to_thread.run_sync(
+                self.sessions.read_detail, self.core.ledger, name, packed
+            )
+            return self.sessions.load(name, detail)
+        found = self.sessions.get(name)
+        if found is None:
+            raise SessionNotFound(f"no session {name!r}")
+        return found
 
     def _trust(
         self,
@@ -217,6 +246,7 @@ class Agent:
     def _turn_token(self, running: Running, tools: list[ToolSpec]) -> Token:
         """The turn's executor token: its role, session, the tools visible at
         its trust, its budget, a life a minute past the turn's timeout."""
+        ttl_ns = int(self.config.turn_timeout_s * 1e9) + 60_000_000_000
         token = self.authority.mint(
             EXECUTOR_ROLE,
             trust=running.trust,
@@ -224,9 +254,11 @@ class Agent:
             session=running.session,
             tools=[t.name for t in tools],
             budget=self.config.turn_budget,
-            ttl_ns=int(self.config.turn_timeout_s * 1e9) + 60_000_000_000,
+            ttl_ns=ttl_ns,
         )
         running.token_id = token.id
+        # Read after the mint, so never before the token's own expiry.
+        running.token_expires_ns = self.clock() + ttl_ns
         return token
 
     async def _accept(self, running: Running, text: str, token: Token) -> None:
@@ -298,6 +330,7 @@ class Agent:
             return
         kind = rec.ERROR if out.error_kind else rec.REPLY
         seq = self._stage(kind, body)
+        self._forget_expired(running)
         with trio.CancelScope(shield=True):
             await self._settle()
         if out.error_kind:
@@ -312,6 +345,19 @@ class Agent:
                 reply_seq=seq,
             )
             running.emit(tpb.TurnEvent(final=final))
+
+    def _forget_expired(self, ended: Running) -> None:
+        """Queue ``ended``'s token and drop what the expired ones spent,
+        staged with the turn's last record (its settle makes it durable)."""
+        gone = self._expiring.push(ended.token_expires_ns, ended.token_id, self.clock())
+        if gone:
+            account = BudgetAccount(self.core.kernel)
+            self.core.write(lambda: account.forget(gone, why="their turns ended"))
+
+    @property
+    def expiring(self) -> int:
+        """Tokens of ended turns not yet expired (their spending still kept)."""
+        return len(self._expiring)
 
     def _stage(self, kind: str, body: apb.TurnRecord, blobs: tuple[bytes, ...] = ()) -> int:
         seq = self.core.write(lambda: rec.stage(self.core.ledger, kind, body, blobs))
@@ -452,7 +498,7 @@ class Agent:
             )
         )
         started = rec.now_ns()
-        refusal = self._refusal(grant, req.tool)
+        refusal = refusal_of(self.plugins, grant, req.tool)
         if refusal is not None:
             answer = apb.ToolCallResponse(ok=False, error=refusal)
         else:
@@ -488,21 +534,6 @@ class Agent:
             )
         )
         return answer
-
-    def _refusal(self, grant: Grant, tool: str) -> str | None:
-        spec = all_tools(self.plugins).get(tool)
-        if spec is None:
-            return f"there is no tool {tool!r}; use one of the tools you were given"
-        risk = Risk(int(spec.risk))
-        if risk > grant.risk:
-            return (
-                f"tool {tool} is not allowed in this session: its risk {risk.name} is above "
-                f"the session's ceiling {grant.risk.name} (trust {grant.trust.label}); "
-                "answer without it"
-            )
-        if grant.tools is not None and tool not in grant.tools:
-            return f"tool {tool} is not available in this session; answer without it"
-        return None
 
 
 def _error(out: apb.ExecutorOutcome) -> tpb.TurnError:

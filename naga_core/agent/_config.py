@@ -6,8 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from naga.constants import IDEMPOTENCY_KEYS_KEPT, SESSIONS_KEPT
 from naga.tokens import Risk
 from naga.trust import TrustLevel
+from naga_core.agent._errors import AgentError
 
 #: The highest tool risk a turn may reach, by the trust of its peer. The
 #: owner's agent may change things (R3) but destructive, irreversible tools
@@ -50,6 +52,14 @@ class AgentConfig:
     turn_timeout_s: float = 600.0
     local_model: bool = True
     risk_by_trust: Mapping[TrustLevel, Risk] = field(default_factory=lambda: RISK_BY_TRUST)
+    keys_kept: int = IDEMPOTENCY_KEYS_KEPT
+    sessions_kept: int = SESSIONS_KEPT
+
+    def __post_init__(self) -> None:
+        for name in ("keys_kept", "sessions_kept"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise AgentError(f"AgentConfig.{name} must be a positive integer, not {value!r}")
 
 
 __all__ = ["EXECUTOR_ROLE", "RISK_BY_TRUST", "SYSTEM_PROMPT", "AgentConfig"]

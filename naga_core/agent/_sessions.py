@@ -10,16 +10,21 @@ blob store), ``turn.tool`` (one tool call), ``turn.reply`` (the answer) and
 
 from __future__ import annotations
 
+import itertools
 import time
+from array import array
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from google.protobuf.message import DecodeError
 
+from naga.constants import IDEMPOTENCY_KEYS_KEPT, SESSIONS_KEPT
 from naga.v1 import agent_pb2 as apb
 from naga.v1 import model_pb2 as mpb
 from naga.v1 import turn_pb2 as tpb
-from naga_core.ledger import Entry, Ledger
+from naga_core.agent._errors import AgentError
+from naga_core.ledger import Entry, Ledger, Record
 
 MESSAGE = "turn.message"
 STEER = "turn.steer"
@@ -28,6 +33,9 @@ TOOL = "turn.tool"
 REPLY = "turn.reply"
 ERROR = "turn.error"
 KINDS = frozenset({MESSAGE, STEER, MODEL, TOOL, REPLY, ERROR})
+# Kind codes of the records an unloaded session lists (Session.reload).
+_MSG, _REPLY, _ERROR, _END = 0, 1, 2, 3  # _END: a reply or an error
+_CODES = {MESSAGE: _MSG, REPLY: _REPLY, ERROR: _ERROR}
 #: Entries of a session kept in memory for prompts and History.
 KEPT_ENTRIES = 1000
 _PREVIEW_CHARS = 80
@@ -35,56 +43,96 @@ _PREVIEW_CHARS = 80
 
 @dataclass(slots=True)
 class Ended:
-    """A finished turn, as a repeated idempotency key replays it."""
+    """The turn an idempotency key ran: what a repeat of the key needs to
+    replay it. Never the reply's text: a replay reads the turn's last
+    record from the ledger by ``end_seq``, so a window of keys costs a few
+    ints each, whatever the replies' length."""
 
     turn_id: str
     message_seq: int
-    text: str = ""
-    reply_seq: int = 0
-    error_kind: int = 0
-    error_message: str = ""
-    model_calls: int = 0
-    tool_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    #: the seq of its ``turn.reply`` or ``turn.error``; 0 while it runs (or
+    #: if the core stopped before it ended: replayed as an empty final)
+    end_seq: int = 0
 
-    def events(self) -> list[tpb.TurnEvent]:
-        accepted = tpb.TurnAccepted(
-            message_seq=self.message_seq, turn_id=self.turn_id, replayed=True
+
+def replay(ended: Ended, end: Record | None) -> list[tpb.TurnEvent]:
+    """The events a repeated key gets: the turn's acceptance and its recorded
+    end (``end``: the record at ``ended.end_seq``, None when there is none)."""
+    accepted = tpb.TurnAccepted(message_seq=ended.message_seq, turn_id=ended.turn_id, replayed=True)
+    out = [tpb.TurnEvent(index=0, accepted=accepted)]
+    body = apb.TurnRecord()
+    if end is not None:
+        try:
+            body = apb.TurnRecord.FromString(end.payload)
+        except DecodeError:
+            raise AgentError(
+                f"the recorded end (seq {end.seq}) of turn {ended.turn_id} does not decode"
+            ) from None
+    if end is not None and end.kind == ERROR:
+        error = tpb.TurnError(
+            kind=tpb.TurnErrorKind.ValueType(body.error_kind or tpb.TURN_ERROR_KIND_INTERNAL),
+            message=body.error_message,
+            partial_text=body.text,
         )
-        out = [tpb.TurnEvent(index=0, accepted=accepted)]
-        if self.error_kind:
-            error = tpb.TurnError(
-                kind=tpb.TurnErrorKind.ValueType(self.error_kind),
-                message=self.error_message,
-                partial_text=self.text,
-            )
-            out.append(tpb.TurnEvent(index=1, error=error))
-        else:
-            final = tpb.TurnFinal(
-                text=self.text,
-                model_calls=self.model_calls,
-                tool_calls=self.tool_calls,
-                prompt_tokens=self.prompt_tokens,
-                completion_tokens=self.completion_tokens,
-                reply_seq=self.reply_seq,
-            )
-            out.append(tpb.TurnEvent(index=1, final=final))
-        return out
+        out.append(tpb.TurnEvent(index=1, error=error))
+    else:
+        final = tpb.TurnFinal(
+            text=body.text,
+            model_calls=body.model_calls,
+            tool_calls=body.tool_calls,
+            prompt_tokens=body.prompt_tokens,
+            completion_tokens=body.completion_tokens,
+            reply_seq=end.seq if end is not None else 0,
+        )
+        out.append(tpb.TurnEvent(index=1, final=final))
+    return out
+
+
+@dataclass(slots=True)
+class Detail:
+    """What a session in memory holds beyond its summary."""
+
+    #: its latest KEPT_ENTRIES messages and replies, oldest first
+    entries: list[tpb.SessionEntry] = field(default_factory=list[tpb.SessionEntry])
+    #: its latest keys (at most the window), oldest first -> the turn each ran
+    keys: dict[str, Ended] = field(default_factory=dict[str, Ended])
+    #: turn id -> its key, for turns not yet ended
+    open_keys: dict[str, str] = field(default_factory=dict[str, str])
+
+    def seqs(self) -> array[int]:
+        """The records a reload reads to rebuild this detail, ascending, each
+        packed as ``seq << 2 | kind code`` (see :func:`_compact`)."""
+        codes: dict[int, int] = {}
+        for e in self.keys.values():
+            codes[e.message_seq] = _MSG
+            if e.end_seq:
+                codes[e.end_seq] = _END
+        for e in self.entries:
+            codes[e.seq] = _MSG if e.role == tpb.HISTORY_ROLE_USER else _REPLY
+        return array("Q", sorted(seq << 2 | code for seq, code in codes.items()))
 
 
 @dataclass(slots=True)
 class Session:
+    """A session's summary; ``detail`` while it is in memory, else None and
+    ``reload`` lists the records a reload reads (8 bytes each: at most about
+    twice the key window plus the kept entries, 24 KB with the defaults)."""
+
     name: str
     turns: int = 0
     last_seq: int = 0
     last_time_ns: int = 0
     preview: str = ""
-    entries: list[tpb.SessionEntry] = field(default_factory=list[tpb.SessionEntry])
-    #: idempotency key -> the turn it ran (an Ended, or the running turn's id)
-    keys: dict[str, Ended] = field(default_factory=dict[str, Ended])
-    #: turn id -> its key, for turns not yet ended
-    open_keys: dict[str, str] = field(default_factory=dict[str, str])
+    detail: Detail | None = None
+    reload: array[int] | None = None
+
+    @property
+    def entries(self) -> list[tpb.SessionEntry]:
+        return self.detail.entries if self.detail is not None else []
+
+    @property
+    def keys(self) -> dict[str, Ended]:
+        return self.detail.keys if self.detail is not None else {}
 
     def summary(self) -> tpb.SessionSummary:
         return tpb.SessionSummary(
@@ -105,77 +153,193 @@ class Session:
 
 
 class Sessions:
-    """Every session's index, most recently used last (an OrderedDict)."""
+    """Every session's summary, most recently used last; the detail (history
+    and idempotency keys) of at most ``kept`` of them, the most recently
+    used, each with at most ``keys_kept`` keys. A session whose detail was
+    dropped is reloaded from the ledger (:meth:`load`) before it is used
+    again; ``busy`` names sessions whose detail must stay (a turn runs)."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        kept: int = SESSIONS_KEPT,
+        keys_kept: int = IDEMPOTENCY_KEYS_KEPT,
+        entries_kept: int = KEPT_ENTRIES,
+        busy: Callable[[str], bool] = lambda _name: False,
+    ) -> None:
         self._by_name: OrderedDict[str, Session] = OrderedDict()
+        self._loaded: OrderedDict[str, None] = OrderedDict()  # names with a detail, LRU first
+        self._kept = kept
+        self._keys_kept = keys_kept
+        self._entries_kept = entries_kept
+        self._busy = busy
 
     def get(self, name: str) -> Session | None:
         return self._by_name.get(name)
 
+    def loaded(self) -> int:
+        """How many sessions hold their detail (at most ``kept`` plus busy ones)."""
+        return len(self._loaded)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
     def open(self, name: str) -> Session:
+        """The session ``name``, created (loaded, empty) if new. Not for a
+        known session whose detail was dropped: :meth:`load` it first."""
         found = self._by_name.get(name)
         if found is None:
-            found = self._by_name[name] = Session(name)
+            found = self._by_name[name] = Session(name, detail=Detail())
+            self._mark_loaded(name)
         return found
 
     def recent(self, limit: int) -> list[Session]:
-        return list(reversed(self._by_name.values()))[:limit]
+        return list(itertools.islice(reversed(self._by_name.values()), max(limit, 0)))
 
     def rebuild(self, ledger: Ledger) -> None:
-        """Index every turn record of ``ledger`` (at start)."""
+        """Index every turn record of ``ledger`` (at start): every session's
+        summary, and the detail of those the bounds keep."""
         for rec in ledger.iter_records():
-            if rec.kind in KINDS:
-                try:
-                    body = apb.TurnRecord.FromString(rec.payload)
-                except DecodeError:
-                    continue  # not ours to judge: `naga ledger verify` checks records
+            body = _body(rec)
+            if body is not None:
                 self.note(rec.kind, body, rec.seq, rec.timestamp_ns)
+
+    def unloaded(self, name: str) -> array[int] | None:
+        """The records to read back if ``name`` is known but not in memory."""
+        found = self._by_name.get(name)
+        if found is None or found.detail is not None:
+            return None
+        return array("Q", found.reload or ())
+
+    def read_detail(self, ledger: Ledger, name: str, packed: array[int]) -> Detail:
+        """``name``'s detail rebuilt from the records ``packed`` lists (from
+        :meth:`unloaded`; on a worker thread: it reads the disk). Reads only
+        those, so a reload costs the same however long the ledger grew."""
+        detail = Detail()
+        for p in packed:
+            rec = ledger.read(p >> 2)
+            body = _body(rec)
+            if body is not None and body.session == name:
+                self._note_detail(detail, rec.kind, body, rec.seq, rec.timestamp_ns)
+        return detail
+
+    def load(self, name: str, detail: Detail) -> Session:
+        """Put a reloaded detail back (unless another reload did meanwhile)."""
+        s = self._by_name[name]
+        if s.detail is None:
+            s.detail = detail
+            self._mark_loaded(name)
+        return s
 
     def note(self, kind: str, rec: apb.TurnRecord, seq: int, time_ns: int) -> None:
         """Index one turn record just written (or read at start)."""
         if kind not in (MESSAGE, REPLY, ERROR):
             return
-        s = self.open(rec.session)
+        s = self._by_name.get(rec.session)
+        if s is None:
+            s = self.open(rec.session)
         self._by_name.move_to_end(rec.session)
         s.last_seq, s.last_time_ns = seq, time_ns
         if kind == MESSAGE:
             s.turns += 1
             s.preview = rec.text[:_PREVIEW_CHARS]
-            s.keys[rec.idempotency_key] = Ended(rec.turn_id, seq)
-            s.open_keys[rec.turn_id] = rec.idempotency_key
-            self._add(s, seq, tpb.HISTORY_ROLE_USER, rec, time_ns)
+        if s.detail is None:
+            # Only at start (a live turn loads its session first): a reload
+            # will read this record too; keep the list bounded.
+            reload = s.reload if s.reload is not None else array("Q")
+            reload.append(seq << 2 | _CODES[kind])
+            s.reload = reload
+            if len(reload) > 2 * (self._keys_kept + self._entries_kept):
+                s.reload = _compact(reload, self._keys_kept, self._entries_kept)
             return
-        key = s.open_keys.pop(rec.turn_id, None)
-        ended = s.keys.get(key) if key is not None else None
-        if ended is not None:
-            ended.text = rec.text
-            ended.model_calls, ended.tool_calls = rec.model_calls, rec.tool_calls
-            ended.prompt_tokens = rec.prompt_tokens
-            ended.completion_tokens = rec.completion_tokens
-            if kind == REPLY:
-                ended.reply_seq = seq
-            else:
-                ended.error_kind, ended.error_message = rec.error_kind, rec.error_message
-        if kind == REPLY:
-            self._add(s, seq, tpb.HISTORY_ROLE_ASSISTANT, rec, time_ns)
+        self._loaded.move_to_end(rec.session)
+        self._note_detail(s.detail, kind, rec, seq, time_ns)
 
-    @staticmethod
-    def _add(
-        s: Session, seq: int, role: tpb.HistoryRole.ValueType, rec: apb.TurnRecord, time_ns: int
+    def _note_detail(
+        self, d: Detail, kind: str, rec: apb.TurnRecord, seq: int, time_ns: int
     ) -> None:
-        s.entries.append(
-            tpb.SessionEntry(
-                seq=seq,
-                role=role,
-                text=rec.text,
-                peer=rec.peer,
-                time_ns=time_ns,
-                turn_id=rec.turn_id,
-            )
+        if kind == MESSAGE:
+            # Re-inserted, so the dict's order stays the order of use.
+            d.keys.pop(rec.idempotency_key, None)
+            d.keys[rec.idempotency_key] = Ended(rec.turn_id, seq)
+            d.open_keys[rec.turn_id] = rec.idempotency_key
+            while len(d.keys) > self._keys_kept:
+                old_key = next(iter(d.keys))
+                d.open_keys.pop(d.keys.pop(old_key).turn_id, None)
+            _add(d, seq, tpb.HISTORY_ROLE_USER, rec, time_ns, kept=self._entries_kept)
+            return
+        if kind not in (REPLY, ERROR):
+            return
+        key = d.open_keys.pop(rec.turn_id, None)
+        ended = d.keys.get(key) if key is not None else None
+        if ended is not None:
+            ended.end_seq = seq
+        if kind == REPLY:
+            _add(d, seq, tpb.HISTORY_ROLE_ASSISTANT, rec, time_ns, kept=self._entries_kept)
+
+    def _mark_loaded(self, name: str) -> None:
+        self._loaded[name] = None
+        self._loaded.move_to_end(name)
+        if len(self._loaded) <= self._kept:
+            return
+        for old in list(self._loaded):
+            if len(self._loaded) <= self._kept:
+                break
+            if old == name or self._busy(old):
+                continue
+            s = self._by_name[old]
+            assert s.detail is not None
+            s.reload = s.detail.seqs()
+            s.detail = None
+            del self._loaded[old]
+
+
+def _compact(packed: array[int], keys_kept: int, entries_kept: int) -> array[int]:
+    """``packed`` without the records a reload would note and then drop: it
+    keeps everything from the oldest of the last ``keys_kept`` messages (the
+    key window; their ends come after them) or of the last ``entries_kept``
+    known entries (messages and replies), whichever is older. An ``_END``
+    (a reply or an error, not told apart) is not counted as an entry, so the
+    cut is never too late."""
+    messages = [p for p in packed if p & 3 == _MSG]
+    entries = [p for p in packed if p & 3 in (_MSG, _REPLY)]
+    cuts = [packed[0]]
+    if len(messages) >= keys_kept and len(entries) >= entries_kept:
+        cuts = [messages[-keys_kept], entries[-entries_kept]]
+    cut = min(cuts) >> 2
+    return array("Q", (p for p in packed if p >> 2 >= cut))
+
+
+def _body(rec: Record) -> apb.TurnRecord | None:
+    if rec.kind not in KINDS:
+        return None
+    try:
+        return apb.TurnRecord.FromString(rec.payload)
+    except DecodeError:
+        return None  # not ours to judge: `naga ledger verify` checks records
+
+
+def _add(
+    d: Detail,
+    seq: int,
+    role: tpb.HistoryRole.ValueType,
+    rec: apb.TurnRecord,
+    time_ns: int,
+    *,
+    kept: int,
+) -> None:
+    d.entries.append(
+        tpb.SessionEntry(
+            seq=seq,
+            role=role,
+            text=rec.text,
+            peer=rec.peer,
+            time_ns=time_ns,
+            turn_id=rec.turn_id,
         )
-        if len(s.entries) > KEPT_ENTRIES:
-            del s.entries[: len(s.entries) - KEPT_ENTRIES]
+    )
+    if len(d.entries) > kept:
+        del d.entries[: len(d.entries) - kept]
 
 
 def stage(ledger: Ledger, kind: str, rec: apb.TurnRecord, blobs: tuple[bytes, ...] = ()) -> int:
@@ -195,9 +359,11 @@ __all__ = [
     "REPLY",
     "STEER",
     "TOOL",
+    "Detail",
     "Ended",
     "Session",
     "Sessions",
     "now_ns",
+    "replay",
     "stage",
 ]

@@ -8,6 +8,7 @@ import json
 from naga.plugin import Param, ParamType, ToolSpec
 from naga.tokens import Risk
 from naga.v1 import model_pb2 as mpb
+from naga_core.authz import Grant
 from naga_core.plugins import PluginHost
 
 _JSON_TYPES = {
@@ -67,4 +68,22 @@ def _schema(params: tuple[Param, ...]) -> dict[str, object]:
     return schema
 
 
-__all__ = ["all_tools", "model_name", "spec_for_model", "visible"]
+def refusal_of(plugins: PluginHost, grant: Grant, tool: str) -> str | None:
+    """Why a turn under ``grant`` may not call ``tool`` (told to the model),
+    or None if it may."""
+    spec = all_tools(plugins).get(tool)
+    if spec is None:
+        return f"there is no tool {tool!r}; use one of the tools you were given"
+    risk = Risk(int(spec.risk))
+    if risk > grant.risk:
+        return (
+            f"tool {tool} is not allowed in this session: its risk {risk.name} is above "
+            f"the session's ceiling {grant.risk.name} (trust {grant.trust.label}); "
+            "answer without it"
+        )
+    if grant.tools is not None and tool not in grant.tools:
+        return f"tool {tool} is not available in this session; answer without it"
+    return None
+
+
+__all__ = ["refusal_of", "all_tools", "model_name", "spec_for_model", "visible"]

@@ -10,7 +10,9 @@ one event per read, never one per chunk."""
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
+from typing import Any, Protocol
 
 import trio
 
@@ -39,6 +41,7 @@ class Running:
         self.trust = trust
         self.risk = risk
         self.token_id = b""
+        self.token_expires_ns = 0
         self.message_seq = 0
         self.accepted = False
         self.events: list[tpb.TurnEvent] = []
@@ -90,6 +93,32 @@ class Running:
         self._flush()
 
 
+class Starter(Protocol):
+    """What :class:`Reloading` needs of the agent."""
+
+    async def session(self, name: str) -> object: ...
+
+    def start(self, caller: Any, req: tpb.RunTurnRequest) -> TurnCursor | Reloading: ...
+
+
+class Expiring:
+    """Tokens of ended turns, by expiry (soonest first)."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, bytes]] = []
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def push(self, expires_ns: int, token_id: bytes, now_ns: int) -> list[bytes]:
+        """Add one; take out and return every one expired at ``now_ns``."""
+        heapq.heappush(self._heap, (expires_ns, token_id))
+        gone: list[bytes] = []
+        while self._heap and self._heap[0][0] <= now_ns:
+            gone.append(heapq.heappop(self._heap)[1])
+        return gone
+
+
 class TurnCursor:
     """One Run stream: the turn's events from the first, as they come."""
 
@@ -110,4 +139,22 @@ class TurnCursor:
         return batch
 
 
-__all__ = ["Running", "TurnCursor"]
+class Reloading:
+    """A Run stream on a session whose detail must first be read back from
+    the ledger: its first read does that (on a worker thread), then starts
+    the turn as ``Agent.start`` would have."""
+
+    def __init__(self, agent: Starter, caller: object, req: tpb.RunTurnRequest) -> None:
+        self._agent = agent
+        self._caller = caller
+        self._req = req
+        self._inner: TurnCursor | Reloading | None = None
+
+    async def next(self) -> Sequence[tpb.TurnEvent] | None:
+        if self._inner is None:
+            await self._agent.session(self._req.session)
+            self._inner = self._agent.start(self._caller, self._req)
+        return await self._inner.next()
+
+
+__all__ = ["Expiring", "Reloading", "Running", "Starter", "TurnCursor"]

@@ -16,6 +16,8 @@ loop, two debits against one budget cannot interleave.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from naga.constants import TOKEN_ID_BYTES
 from naga.tokens import MAX_INT64
 from naga.v1 import kernel_pb2 as kpb
@@ -109,6 +111,29 @@ class BudgetAccount:
             [],
             [],
             description=f"token {grant.token_id.hex()} spent {amount}{because}",
+            forward=ops,
+        )
+
+    def forget(self, token_ids: Iterable[bytes], *, why: str) -> int | None:
+        """Drop what expired tokens spent: one effect removing their entries
+        (those that have one). Only for tokens past their expiry, whose
+        descendants are expired too (a child keeps its ancestors' expiry
+        caveats): no call can be checked against these entries again, and
+        keeping them would make kernel state grow by one entry per turn for
+        ever. The debits stay in the ledger. The seq, or None if none of
+        them had spent anything."""
+        keys = sorted({_key(t) for t in token_ids})
+        ops = [
+            kpb.SetOp(family=SPENT_FAMILY, key=k)
+            for k in keys
+            if self._kernel.state.get((SPENT_FAMILY, k)) is not None
+        ]
+        if not ops:
+            return None
+        return self._kernel.perform(
+            [],
+            [],
+            description=f"forget what {len(ops)} expired token(s) spent: {why}",
             forward=ops,
         )
 

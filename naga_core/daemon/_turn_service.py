@@ -7,7 +7,7 @@ from __future__ import annotations
 from naga.constants import MAX_RUN_STREAMS
 from naga.v1 import agent_pb2 as apb
 from naga.v1 import turn_pb2 as tpb
-from naga_core.agent import SESSION, Agent, SessionNotFound, TurnCursor
+from naga_core.agent import SESSION, Agent, Reloading, TurnCursor
 from naga_core.daemon import _checks
 from naga_core.daemon._auth import Principal
 from naga_core.daemon._bridge import AsyncUnary, Method, Stream, Unary
@@ -111,10 +111,10 @@ class TurnServicer:
             Unary("Steer", tpb.SteerTurnRequest, self.steer, check_steer),
             Unary("Abort", tpb.AbortTurnRequest, self.abort, check_abort),
             Unary("ListSessions", tpb.ListSessionsRequest, self.list, check_list),
-            Unary("History", tpb.SessionHistoryRequest, self.history, check_history),
+            AsyncUnary("History", tpb.SessionHistoryRequest, self.history, check_history),
         ]
 
-    def run(self, p: Principal, req: tpb.RunTurnRequest) -> TurnCursor:
+    def run(self, p: Principal, req: tpb.RunTurnRequest) -> TurnCursor | Reloading:
         return self._agent.start(p, req)
 
     def steer(self, _p: Principal, req: tpb.SteerTurnRequest) -> tpb.SteerTurnResponse:
@@ -127,10 +127,10 @@ class TurnServicer:
         found = self._agent.sessions.recent(_limit(req.limit))
         return tpb.ListSessionsResponse(sessions=[s.summary() for s in found])
 
-    def history(self, _p: Principal, req: tpb.SessionHistoryRequest) -> tpb.SessionHistoryResponse:
-        session = self._agent.sessions.get(req.session)
-        if session is None:
-            raise SessionNotFound(f"no session {req.session!r}")
+    async def history(
+        self, _p: Principal, req: tpb.SessionHistoryRequest
+    ) -> tpb.SessionHistoryResponse:
+        session = await self._agent.session(req.session)
         return tpb.SessionHistoryResponse(entries=session.entries[-_limit(req.limit) :])
 
 
