@@ -1,8 +1,9 @@
 """The agent side of the core: turns, the executor pool, the model-provider
 worker, and the services executors call (docs/design/executor.md)."""
 
-from naga_core.agent._agent import SESSION, Agent, Caller, Core
+from naga_core.agent._agent import SESSION, Agent
 from naga_core.agent._config import EXECUTOR_ROLE, RISK_BY_TRUST, SYSTEM_PROMPT, AgentConfig
+from naga_core.agent._core import Caller, Core
 from naga_core.agent._errors import (
     AgentError,
     AgentUnavailable,

@@ -13,36 +13,30 @@ the reply (or the error) recorded, ``final`` (or ``error``).
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import re
 import secrets
 import time
 from collections.abc import Callable
-from typing import Protocol, TypeVar
 
 import trio
-from google.protobuf.message import DecodeError, Message
 
 from naga.plugin import ToolSpec
-from naga.trust import TrustLevel
 from naga.v1 import agent_pb2 as apb
-from naga.v1 import core_pb2 as cpb
 from naga.v1 import model_pb2 as mpb
 from naga.v1 import turn_pb2 as tpb
-from naga_core._home import Home
-from naga_core._store import blob_store
 from naga_core.agent import _sessions as rec
+from naga_core.agent._admit import known_turn, read_back, turn_trust
+from naga_core.agent._calls import ExecutorCalls, b64, decode
 from naga_core.agent._config import EXECUTOR_ROLE, AgentConfig
+from naga_core.agent._core import Caller, Core, authority_of
 from naga_core.agent._errors import AgentError, AgentUnavailable, SessionNotFound, TurnConflict
-from naga_core.agent._tools import refusal_of, spec_for_model, visible
+from naga_core.agent._tools import spec_for_model, visible
 from naga_core.agent._turn import Expiring, Reloading, Running, TurnCursor
 from naga_core.agent._workers import AgentWorkers
 from naga_core.authz import BudgetAccount, Grant, Token, TokenAuthority, stage_minted
 from naga_core.errors import NagaError
-from naga_core.kernel import Kernel, Settings, TrustTable
-from naga_core.ledger import Ledger
 from naga_core.plugins import PluginError, PluginHost
 from naga_plugins.executor import EXECUTOR_TOOL
 
@@ -51,58 +45,6 @@ log = logging.getLogger("naga.agent")
 SESSION = re.compile(r"[a-z0-9][a-z0-9_.:-]{0,127}")
 #: How long a turn waits for a free executor before it fails.
 EXECUTOR_WAIT_S = 30.0
-
-M = TypeVar("M", bound=Message)
-T = TypeVar("T")
-
-
-def _b64(msg: Message) -> str:
-    return base64.b64encode(msg.SerializeToString()).decode("ascii")
-
-
-def _decode(cls: type[M], result_json: str, field: str) -> M:
-    try:
-        return cls.FromString(base64.b64decode(json.loads(result_json)[field], validate=True))
-    except (ValueError, KeyError, TypeError, DecodeError) as exc:
-        raise AgentError(f"an undecodable {cls.__name__} from a worker: {exc}") from None
-
-
-_FROM_PB_TRUST = {
-    cpb.TRUST_LEVEL_UNTRUSTED: TrustLevel.UNTRUSTED,
-    cpb.TRUST_LEVEL_GUEST: TrustLevel.GUEST,
-    cpb.TRUST_LEVEL_KNOWN: TrustLevel.KNOWN,
-    cpb.TRUST_LEVEL_OWNER: TrustLevel.OWNER,
-}
-
-
-class Caller(Protocol):
-    """Who calls (the daemon's Principal): the owner, or a token's grant."""
-
-    @property
-    def owner(self) -> bool: ...
-
-    @property
-    def grant(self) -> Grant | None: ...
-
-
-class Core(Protocol):
-    """What the agent needs of the core (naga_core.daemon's Core)."""
-
-    @property
-    def home(self) -> Home: ...
-    @property
-    def socket(self) -> str: ...
-    @property
-    def ledger(self) -> Ledger: ...
-    @property
-    def kernel(self) -> Kernel: ...
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def authority(self) -> TokenAuthority | None: ...
-    def write(self, fn: Callable[[], T]) -> T: ...
-    def settle(self) -> bool: ...
-    def notify_appended(self) -> None: ...
 
 
 class Agent:
@@ -120,7 +62,7 @@ class Agent:
             keys_kept=config.keys_kept,
             busy=self._by_session.__contains__,
         )
-        self._blobs = blob_store(core.home)
+        self._calls = ExecutorCalls(core, plugins, workers, self.running, self._stage)
         # The tokens of ended turns: what they spent is dropped from kernel
         # state once they expire.
         self._expiring = Expiring()
@@ -137,8 +79,7 @@ class Agent:
 
     @property
     def authority(self) -> TokenAuthority:
-        assert self.core.authority is not None
-        return self.core.authority
+        return authority_of(self.core)
 
     # --- starting a turn (TurnService.Run, on the loop) --------------------------------
 
@@ -148,14 +89,9 @@ class Agent:
         (the returned cursor does it at its first read)."""
         if self.sessions.unloaded(req.session) is not None:
             return Reloading(self, caller, req)
-        session = self.sessions.get(req.session)
-        if session is not None and req.idempotency_key in session.keys:
-            ended = session.keys[req.idempotency_key]
-            joined = self.running.get(ended.turn_id)
-            if joined is not None:
-                return TurnCursor(joined)
-            end = self.core.ledger.read(ended.end_seq) if ended.end_seq else None
-            return TurnCursor(None, rec.replay(ended, end))
+        known = known_turn(self.sessions, self.running, self.core.ledger, req)
+        if known is not None:
+            return known
         busy = self._by_session.get(req.session)
         if busy is not None:
             if busy.key == req.idempotency_key:
@@ -166,7 +102,7 @@ class Agent:
             )
         if self._nursery is None:
             raise AgentUnavailable("the agent is not running yet")
-        trust = self._trust(caller, req.peer, req.trust)
+        trust = turn_trust(self.core.kernel, caller, req.peer, req.trust)
         running = Running(
             turn_id="t-" + secrets.token_hex(8),
             session=req.session,
@@ -183,36 +119,7 @@ class Agent:
     async def session(self, name: str) -> rec.Session:
         """The session ``name`` with its history and keys in memory (read
         back from the ledger, on a worker thread, if they were dropped)."""
-        packed = self.sessions.unloaded(name)
-        if packed is not None:
-            detail = await trio.to_thread.run_sync(
-                self.sessions.read_detail, self.core.ledger, name, packed
-            )
-            return self.sessions.load(name, detail)
-        found = self.sessions.get(name)
-        if found is None:
-            raise SessionNotFound(f"no session {name!r}")
-        return found
-
-    def _trust(
-        self,
-        caller: Caller,
-        peer: str,
-        claimed: cpb.TrustLevel.ValueType = cpb.TRUST_LEVEL_UNSPECIFIED,
-    ) -> TrustLevel:
-        """The turn's trust: the owner's CLI is the owner; otherwise the
-        gateway's derivation (``claimed``, e.g. loopback WebChat = owner) or
-        else the trust table's level for the peer, never above the caller's
-        token (INV-3: trust only falls)."""
-        if caller.owner and not peer:
-            return TrustLevel.OWNER
-        level = TrustTable(self.core.kernel).level(peer) if peer else TrustLevel.UNTRUSTED
-        if claimed:
-            level = _FROM_PB_TRUST.get(claimed, TrustLevel.UNTRUSTED)
-        if caller.owner:
-            return level
-        grant = caller.grant
-        return min(level, grant.trust) if grant is not None else TrustLevel.UNTRUSTED
+        return await read_back(self.sessions, self.core.ledger, name)
 
     # --- running it --------------------------------------------------------------------
 
@@ -306,11 +213,11 @@ class Agent:
         worker = await self.workers.take_executor(EXECUTOR_WAIT_S)
         try:
             result, _pid = await worker.call(
-                EXECUTOR_TOOL, json.dumps({"job": _b64(job)}), self.config.turn_timeout_s
+                EXECUTOR_TOOL, json.dumps({"job": b64(job)}), self.config.turn_timeout_s
             )
         finally:
             self.workers.give_back(worker)
-        return _decode(apb.ExecutorOutcome, result, "outcome")
+        return decode(apb.ExecutorOutcome, result, "outcome")
 
     async def _finish(self, running: Running, out: apb.ExecutorOutcome) -> None:
         body = apb.TurnRecord(
@@ -401,139 +308,13 @@ class Agent:
 
     def turn_of(self, grant: Grant | None, session: str, turn_id: str) -> Running:
         """The running turn a call names, if the caller's token is that turn's."""
-        running = self.running.get(turn_id)
-        if (
-            running is None
-            or grant is None
-            or running.session != session
-            or running.token_id != grant.token_id
-        ):
-            raise TurnConflict(
-                f"turn {turn_id} of session {session} is not running under this token",
-            )
-        return running
+        return self._calls.turn_of(grant, session, turn_id)
 
     async def complete(self, p: Caller, req: apb.ModelCallRequest) -> apb.ModelCallResponse:
-        grant = p.grant
-        running = self.turn_of(grant, req.session, req.turn_id)
-        assert grant is not None
-        left = self.authority.remaining(grant)
-        if left is not None and left <= 0:
-            return apb.ModelCallResponse(
-                budget_exhausted=True,
-                message=f"the turn's budget of {grant.budget_ceiling} tokens is spent; "
-                "the turn stops here (send a new message to go on)",
-            )
-        request = mpb.ChatRequest()
-        request.CopyFrom(req.request)
-        for text in running.steering:
-            request.messages.append(mpb.ChatMessage(role=mpb.ROLE_USER, content=text))
-        raw = request.SerializeToString()
-        started = rec.now_ns()
-        reply = await self._provider_call(raw, running.delta)
-        took_us = (rec.now_ns() - started) // 1000
-        failed = reply.HasField("error")
-        answer_raw = (reply.error if failed else reply.response).SerializeToString()
-        digests = await trio.to_thread.run_sync(
-            lambda: (self._blobs.put(raw), self._blobs.put(answer_raw))
-        )
-        usage = reply.response.usage
-        self._stage(
-            rec.MODEL,
-            apb.TurnRecord(
-                session=running.session,
-                turn_id=running.id,
-                request_blob=digests[0],
-                response_blob=digests[1],
-                started_ns=started,
-                duration_us=took_us,
-                prompt_tokens=usage.prompt_tokens,
-                completion_tokens=usage.completion_tokens,
-                provider=reply.error.provider if failed else reply.response.provider,
-                failed=failed,
-            ),
-            digests,
-        )
-        if failed:
-            return apb.ModelCallResponse(error=reply.error)
-        spent = usage.prompt_tokens + usage.completion_tokens
-        if left is not None:
-            spent = min(spent, left)
-        if spent:
-            account = BudgetAccount(self.core.kernel)
-            self.core.write(
-                lambda: account.debit(grant, spent, what=f"a model call of turn {running.id}")
-            )
-        out = apb.ModelCallResponse(response=reply.response)
-        if left is None:
-            out.unlimited = True
-        else:
-            out.budget_left = left - spent
-        return out
-
-    async def _provider_call(self, raw: bytes, on_text: Callable[[str], None]) -> apb.ProviderReply:
-        timeout = self.core.settings.get_real("model.timeout_s")
-        b64 = base64.b64encode(raw).decode("ascii")
-        try:
-            result = await self.workers.complete(b64, timeout, on_text)
-            return _decode(apb.ProviderReply, result, "reply")
-        except (AgentError, PluginError) as exc:
-            return apb.ProviderReply(
-                error=mpb.ModelError(
-                    kind=mpb.MODEL_ERROR_KIND_UNREACHABLE,
-                    message=f"the model provider could not be reached: {exc}",
-                    provider=self.workers.provider_name,
-                )
-            )
+        return await self._calls.complete(p, req)
 
     async def call_tool(self, p: Caller, req: apb.ToolCallRequest) -> apb.ToolCallResponse:
-        grant = p.grant
-        running = self.turn_of(grant, req.session, req.turn_id)
-        assert grant is not None
-        running.emit(
-            tpb.TurnEvent(
-                tool_started=tpb.ToolCallStarted(
-                    call_id=req.call_id, tool=req.tool, arguments_json=req.arguments_json
-                )
-            )
-        )
-        started = rec.now_ns()
-        refusal = refusal_of(self.plugins, grant, req.tool)
-        if refusal is not None:
-            answer = apb.ToolCallResponse(ok=False, error=refusal)
-        else:
-            plugin = req.tool.split(".", 1)[0]
-            try:
-                result, _pid = await self.plugins.invoke(plugin, req.tool, req.arguments_json, None)
-                answer = apb.ToolCallResponse(ok=True, result_json=result)
-            except PluginError as exc:
-                answer = apb.ToolCallResponse(ok=False, error=f"tool {req.tool} failed: {exc}")
-        self._stage(
-            rec.TOOL,
-            apb.TurnRecord(
-                session=running.session,
-                turn_id=running.id,
-                tool=req.tool,
-                call_id=req.call_id,
-                arguments_json=req.arguments_json,
-                ok=answer.ok,
-                result_json=answer.result_json,
-                error=answer.error,
-                started_ns=started,
-                duration_us=(rec.now_ns() - started) // 1000,
-            ),
-        )
-        running.emit(
-            tpb.TurnEvent(
-                tool_finished=tpb.ToolCallFinished(
-                    call_id=req.call_id,
-                    ok=answer.ok,
-                    result_json=answer.result_json,
-                    error=answer.error,
-                )
-            )
-        )
-        return answer
+        return await self._calls.call_tool(p, req)
 
 
 def _error(out: apb.ExecutorOutcome) -> tpb.TurnError:
