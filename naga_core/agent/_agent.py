@@ -17,7 +17,6 @@ import json
 import logging
 import re
 import secrets
-import time
 from collections.abc import Callable
 
 import trio
@@ -32,6 +31,7 @@ from naga_core.agent._calls import ExecutorCalls, b64, decode
 from naga_core.agent._config import EXECUTOR_ROLE, AgentConfig
 from naga_core.agent._core import Caller, Core, authority_of
 from naga_core.agent._errors import AgentError, AgentUnavailable, SessionNotFound, TurnConflict
+from naga_core.agent._sweep import TurnTokens, spent_ids
 from naga_core.agent._tools import spec_for_model, visible
 from naga_core.agent._turn import Expiring, Reloading, Running, TurnCursor
 from naga_core.agent._workers import AgentWorkers
@@ -66,12 +66,16 @@ class Agent:
         # The tokens of ended turns: what they spent is dropped from kernel
         # state once they expire.
         self._expiring = Expiring()
-        #: The clock expiries are compared with (the authority's is time.time_ns).
-        self.clock: Callable[[], int] = time.time_ns
+        #: The clock expiries are compared with: the authority's, which
+        #: stamped them.
+        self.clock: Callable[[], int] = lambda: authority_of(core).now_ns()
         self._nursery: trio.Nursery | None = None
 
     async def serve(self, *, task_status: trio.TaskStatus[Agent]) -> None:
-        await trio.to_thread.run_sync(self.sessions.rebuild, self.core.ledger)
+        # On the loop, before the bridge serves: nothing debits meanwhile.
+        tokens = TurnTokens(spent_ids(self.core.kernel))
+        await trio.to_thread.run_sync(self.sessions.rebuild, self.core.ledger, tokens.see)
+        self._sweep(tokens.found)
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             task_status.started(self)
@@ -257,9 +261,23 @@ class Agent:
         """Queue ``ended``'s token and drop what the expired ones spent,
         staged with the turn's last record (its settle makes it durable)."""
         gone = self._expiring.push(ended.token_expires_ns, ended.token_id, self.clock())
+        self._forget(gone, "their turns ended")
+
+    def _sweep(self, tokens: list[tuple[int, bytes]]) -> None:
+        """At start: queue again the turn tokens (expiry, id) that still have
+        spending in kernel state, and drop what the expired ones spent in
+        one effect. Staged, not synced: the first call's settle makes it
+        durable (a stop before drops it, and the next start sweeps again)."""
+        now = self.clock()
+        gone: list[bytes] = []
+        for expires_ns, token_id in tokens:
+            gone += self._expiring.push(expires_ns, token_id, now)
+        self._forget(gone, "their turns ended before the core started")
+
+    def _forget(self, gone: list[bytes], why: str) -> None:
         if gone:
             account = BudgetAccount(self.core.kernel)
-            self.core.write(lambda: account.forget(gone, why="their turns ended"))
+            self.core.write(lambda: account.forget(gone, why=why))
 
     @property
     def expiring(self) -> int:

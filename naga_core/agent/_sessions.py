@@ -196,10 +196,14 @@ class Sessions:
     def recent(self, limit: int) -> list[Session]:
         return list(itertools.islice(reversed(self._by_name.values()), max(limit, 0)))
 
-    def rebuild(self, ledger: Ledger) -> None:
+    def rebuild(self, ledger: Ledger, also: Callable[[Record], None] | None = None) -> None:
         """Index every turn record of ``ledger`` (at start): every session's
-        summary, and the detail of those the bounds keep."""
+        summary, and the detail of those the bounds keep. ``also`` is shown
+        every record too (one pass over the ledger for whatever else the
+        start needs)."""
         for rec in ledger.iter_records():
+            if also is not None:
+                also(rec)
             body = _body(rec)
             if body is not None:
                 self.note(rec.kind, body, rec.seq, rec.timestamp_ns)

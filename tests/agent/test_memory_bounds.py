@@ -39,9 +39,9 @@ SMALL = dataclasses.replace(AGENT, keys_kept=3, sessions_kept=2)
 
 
 @contextmanager
-def core_on(home: str) -> Generator[InProcessCore]:
-    config = PluginsConfig(roots=(str(PLUGINS),), tuning=TUNING)
-    with core_in_thread(home, plugins=config, agent=SMALL) as core:
+def core_on(home: str, **config: object) -> Generator[InProcessCore]:
+    plugins = PluginsConfig(roots=(str(PLUGINS),), tuning=TUNING)
+    with core_in_thread(home, plugins=plugins, agent=SMALL, **config) as core:
         yield core
         with core.client() as c:
             c.shutdown("test done")
@@ -182,30 +182,55 @@ def test_a_session_dropped_from_memory_is_read_back_when_used(
         assert_bounded(agent)
 
 
+def spent_entries(core: InProcessCore) -> int:
+    """How many ``budget.spent`` entries the core's kernel state holds."""
+    state = agent_of(core.info.home).core.kernel.state
+    return trio.from_thread.run_sync(
+        lambda: sum(1 for family, _ in state if family == SPENT_FAMILY),
+        trio_token=core.token,
+    )
+
+
+def forgets(c: Client) -> list[int]:
+    """The seqs of the effects that dropped expired tokens' spending."""
+    return [e.seq for e in c.history(limit=20).entries if "expired token(s) spent" in e.description]
+
+
 def test_what_expired_turn_tokens_spent_is_dropped_from_kernel_state(
     home: str, model_server: ServerThread
 ) -> None:
     with core_on(home) as core, core.client() as c:
-
-        def spent_entries() -> int:
-            state = agent.core.kernel.state
-            return trio.from_thread.run_sync(
-                lambda: sum(1 for family, _ in state if family == SPENT_FAMILY),
-                trio_token=core.token,
-            )
-
         for i in range(5):
             final(say(c, model_server, "t", f"k-{i}", "spent"))
         agent = agent_of(home)
-        assert spent_entries() == 5  # each turn's token spent 6 tokens
+        assert spent_entries(core) == 5  # each turn's token spent 6 tokens
         assert agent.expiring == 5
         # Past every one of those tokens' expiry (a turn's timeout + 60 s):
         # the next turn's end drops them, in one effect, and queues its own.
         agent.clock = lambda: time.time_ns() + 10**13
         final(say(c, model_server, "t", "k-5", "spent"))
-        assert spent_entries() == 1
+        assert spent_entries(core) == 1
         assert agent.expiring == 1
-        forgot = [
-            e for e in c.history(limit=20).entries if "expired token(s) spent" in e.description
-        ]
-        assert len(forgot) == 1
+        assert len(forgets(c)) == 1
+
+
+def test_a_restart_past_their_expiry_drops_what_earlier_turn_tokens_spent(
+    home: str, model_server: ServerThread
+) -> None:
+    with core_on(home) as core, core.client() as c:
+        for i in range(3):
+            final(say(c, model_server, "r", f"k-{i}", "spent"))
+        assert spent_entries(core) == 3
+    # Before their expiry: kept, and queued again to be dropped later.
+    with core_on(home) as core, core.client() as c:
+        assert spent_entries(core) == 3
+        assert agent_of(home).expiring == 3
+        assert forgets(c) == []
+    # Past it (a turn's timeout + 60 s): dropped at start, in one effect.
+    with core_on(home, clock=lambda: time.time_ns() + 10**13) as core, core.client() as c:
+        assert spent_entries(core) == 0
+        assert agent_of(home).expiring == 0
+        c.status()  # its settle makes the start's staged effect durable
+        (swept,) = forgets(c)
+        c.rollback(swept - 1)
+        assert spent_entries(core) == 3
