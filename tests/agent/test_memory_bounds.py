@@ -196,12 +196,17 @@ def forgets(c: Client) -> list[int]:
     return [e.seq for e in c.history(limit=20).entries if "expired token(s) spent" in e.description]
 
 
+def spend(c: Client, ms: ServerThread, session: str, turns: int) -> None:
+    """``turns`` turns in ``session``, each spending 6 of its token's budget."""
+    for i in range(turns):
+        final(say(c, ms, session, f"k-{i}", "spent"))
+
+
 def test_what_expired_turn_tokens_spent_is_dropped_from_kernel_state(
     home: str, model_server: ServerThread
 ) -> None:
     with core_on(home) as core, core.client() as c:
-        for i in range(5):
-            final(say(c, model_server, "t", f"k-{i}", "spent"))
+        spend(c, model_server, "t", 5)
         agent = agent_of(home)
         assert spent_entries(core) == 5  # each turn's token spent 6 tokens
         assert agent.expiring == 5
@@ -218,8 +223,7 @@ def test_a_restart_past_their_expiry_drops_what_earlier_turn_tokens_spent(
     home: str, model_server: ServerThread
 ) -> None:
     with core_on(home) as core, core.client() as c:
-        for i in range(3):
-            final(say(c, model_server, "r", f"k-{i}", "spent"))
+        spend(c, model_server, "r", 3)
         assert spent_entries(core) == 3
     # Before their expiry: kept, and queued again to be dropped later.
     with core_on(home) as core, core.client() as c:
