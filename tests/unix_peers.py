@@ -1,9 +1,13 @@
 """Which Unix-socket connections a process holds to a listening socket,
-read from the kernel (NETLINK_SOCK_DIAG, what ``ss -x`` shows): a
-process's descriptors name socket inodes (/proc/PID/fd), the kernel names
-each inode's peer, and the peer of a client's end is the server's accepted
-end, which carries the listener's file (matched by the file's inode, not
-its name: the core binds a temporary name and renames it into place)."""
+read from the kernel, never from the code under test.
+
+An accepted end carries its listener's address, and lives in the network
+namespace of the process that connected. In this process's namespace,
+NETLINK_SOCK_DIAG (what ``ss -x`` reads) names each socket's peer and
+bound file, so a process's ends (/proc/PID/fd) are paired with the
+listener's. A sandboxed process has a namespace of its own, which holds
+only its sockets and the accepted ends of its connections: those are the
+entries of /proc/PID/net/unix bound to the listener's name."""
 
 from __future__ import annotations
 
@@ -112,22 +116,33 @@ def socket_inodes(pid: int) -> dict[int, int]:
     return held
 
 
-def connections_to(pid: int, listener_path: str) -> set[int]:
-    """The inodes of ``pid``'s ends of its connections to the socket file at
-    ``listener_path``."""
+def accepted_ends(pid: int, listener_path: str) -> set[int]:
+    """The inodes of the listener's ends of ``pid``'s connections to the
+    socket file at ``listener_path`` (the file's inode identifies it: a
+    listener may be bound to a temporary name and renamed into place)."""
     st = os.stat(listener_path)
     listener = (st.st_dev, st.st_ino)
-    sockets = unix_sockets()
-    mine = socket_inodes(pid)
-    out: set[int] = set()
-    for inode in mine:
-        entry = sockets.get(inode)
-        if entry is None or entry.peer == 0:
-            continue
-        other = sockets.get(entry.peer)
-        if other is not None and other.file == listener and entry.file is None:
-            out.add(inode)
+    here = unix_sockets()
+    names = {s.path for s in here.values() if s.file == listener}
+    if not names:
+        raise AssertionError(f"nothing listens on {listener_path}")
+    if os.readlink(f"/proc/{pid}/ns/net") == os.readlink("/proc/self/ns/net"):
+        theirs = set(socket_inodes(pid))
+        return {
+            s.inode for s in here.values() if s.file == listener and s.peer in theirs and s.peer
+        }
+    return {inode for inode, path in _proc_net_unix(pid) if path in names}
+
+
+def _proc_net_unix(pid: int) -> list[tuple[int, str]]:
+    """(inode, bound path) of every Unix socket in ``pid``'s network namespace."""
+    out: list[tuple[int, str]] = []
+    with open(f"/proc/{pid}/net/unix") as f:
+        next(f)  # the header
+        for line in f:
+            fields = line.split(maxsplit=7)
+            out.append((int(fields[6]), fields[7].strip() if len(fields) > 7 else ""))
     return out
 
 
-__all__ = ["UnixSocket", "connections_to", "socket_inodes", "unix_sockets"]
+__all__ = ["UnixSocket", "accepted_ends", "socket_inodes", "unix_sockets"]

@@ -16,14 +16,12 @@ from naga.tokens import RejectReason, Risk, Token, TrustLevel
 from naga.v1 import authz_pb2 as apb
 from tests.daemon.conftest import core_in_thread
 from tests.daemon.token_helpers import refused, token_core, verify_offline
-from tests.unix_peers import connections_to
+from tests.unix_peers import accepted_ends
 
 
 def _connections(client: Client) -> set[int]:
-    """This process's connections to the core (the core serves in a thread
-    of this process; its accepted ends carry the socket's path and are not
-    counted)."""
-    return connections_to(os.getpid(), client.socket)
+    """The core's ends of this process's connections to it."""
+    return accepted_ends(os.getpid(), client.socket)
 
 
 def test_a_derived_client_presents_its_own_credential_over_the_same_connection(
