@@ -14,6 +14,7 @@ import pytest
 from naga.sdk import Client, errors, owner_credential
 from naga.tokens import RejectReason, Risk, Token, TrustLevel
 from naga.v1 import authz_pb2 as apb
+from naga_plugins.executor import CoreLink
 from tests.daemon.conftest import core_in_thread
 from tests.daemon.token_helpers import refused, token_core, verify_offline
 from tests.unix_peers import accepted_ends
@@ -119,3 +120,23 @@ def test_a_credential_of_another_type_is_refused_by_name(home: str) -> None:
         with pytest.raises(TypeError, match="not int"):
             c.owner.with_credential(3)  # type: ignore[arg-type]
         assert isinstance(c.mint(), Token)
+
+
+def test_the_executor_link_keeps_one_connection_and_follows_a_new_socket(home: str) -> None:
+    other_home = home + "-2"
+    link = CoreLink()
+    with token_core(home) as c, token_core(other_home) as d:
+        first = link.client(c.owner.socket, c.mint(session="s-1"))
+        assert first.inspect().grant.session == "s-1"
+        opened = accepted_ends(os.getpid(), c.owner.socket)
+        second = link.client(c.owner.socket, c.mint(session="s-2"))
+        assert second.inspect().grant.session == "s-2"
+        assert first.inspect().grant.session == "s-1"  # each turn its own token
+        assert accepted_ends(os.getpid(), c.owner.socket) == opened
+        # a job naming another core's socket: the link moves there
+        token = d.mint(session="s-3")
+        before = accepted_ends(os.getpid(), d.owner.socket)
+        moved = link.client(d.owner.socket, token)
+        assert moved.inspect().grant.session == "s-3"
+        assert len(accepted_ends(os.getpid(), d.owner.socket) - before) == 1
+        link.close()
