@@ -128,9 +128,7 @@ def accepted_ends(pid: int, listener_path: str) -> set[int]:
         raise AssertionError(f"nothing listens on {listener_path}")
     if os.readlink(f"/proc/{pid}/ns/net") == os.readlink("/proc/self/ns/net"):
         theirs = set(socket_inodes(pid))
-        return {
-            s.inode for s in here.values() if s.file == listener and s.peer in theirs and s.peer
-        }
+        return {s.inode for s in here.values() if s.file == listener and s.peer in theirs}
     return {inode for inode, path in _proc_net_unix(pid) if path in names}
 
 
