@@ -12,7 +12,9 @@ Examples: docs/sdk.md.
 
 A process the core started presents its capability token instead
 (``Client.connect(home, credential=Token.from_bytes(raw))``), narrowed
-offline with :mod:`naga.tokens` if it hands it on.
+offline with :mod:`naga.tokens` if it hands it on. One that gets a token
+per task keeps one connection and presents each task's token over it
+(``client.with_credential(token)``).
 """
 
 from naga.sdk import errors

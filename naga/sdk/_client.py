@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Callable
 
 from naga.constants import RPC_DEADLINE_S
 from naga.sdk._address import CoreAddress, read_credential
@@ -30,6 +31,17 @@ class Client(LedgerCalls, KernelCalls, AuthzCalls, PluginCalls, TurnCalls):
     (re-reading the owner credential file, which a restarted core rewrote);
     reads are retried on a fresh connection, writes are not. Safe to share
     between threads.
+
+    :meth:`with_credential` gives a client presenting another credential
+    over this one's connection (no new socket, no handshake): a process that
+    gets a fresh token per task keeps one connection for its whole life::
+
+        core = Client.connect(socket, first_token)
+        turn = core.with_credential(job_token)  # same channel, other token
+
+    The connection is this client's: a reset after UNAVAILABLE on any of
+    them reconnects it for all; closing a derived client leaves it open;
+    closing this one closes it (a later call on any of them connects again).
     """
 
     @classmethod
@@ -56,13 +68,21 @@ class Client(LedgerCalls, KernelCalls, AuthzCalls, PluginCalls, TurnCalls):
         if credential is None:
             path = address.credential_file
             transport = Transport(address, lambda: _owner_value(read_credential(path)))
-        elif isinstance(credential, Token):
-            value = f"{CAPABILITY_SCHEME} {_b64(credential.to_bytes())}"
-            transport = Transport(address, lambda: value)
         else:
-            value = _owner_value(bytes(credential))
-            transport = Transport(address, lambda: value)
+            transport = Transport(address, _fixed(credential))
         return cls(transport, timeout)
+
+    def with_credential(self, credential: bytes | Token) -> Client:
+        """A client sharing this one's connection that presents ``credential``
+        (owner credential bytes or a capability token) on each of its calls,
+        with this client's default deadline. Cheap: nothing is connected or
+        sent. Closing it leaves the connection open (it is this client's)."""
+        # Callers may be untyped: bytes() of an int would be a silent empty credential.
+        if not isinstance(credential, Token | bytes):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(
+                f"credential must be a naga.tokens.Token or bytes, not {type(credential).__name__}"
+            )
+        return type(self)(self._t.derive(_fixed(credential)), self._timeout)
 
     @property
     def socket(self) -> str:
@@ -76,6 +96,15 @@ class Client(LedgerCalls, KernelCalls, AuthzCalls, PluginCalls, TurnCalls):
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+
+def _fixed(credential: bytes | Token) -> Callable[[], str]:
+    """The authorization value of a credential given once (never re-read)."""
+    if isinstance(credential, Token):
+        value = f"{CAPABILITY_SCHEME} {_b64(credential.to_bytes())}"
+    else:
+        value = _owner_value(bytes(credential))
+    return lambda: value
 
 
 def _b64(raw: bytes) -> str:

@@ -97,41 +97,84 @@ def _reject_reason(exc: grpc.RpcError) -> RejectReason | None:
     return None
 
 
-class Transport:
-    """One channel at a time to the core; replaced after UNAVAILABLE.
-    ``authorization`` gives the ``authorization`` metadata value, asked again
-    at every (re)connect."""
+Metadata = tuple[tuple[str, str], ...]
 
-    def __init__(self, address: CoreAddress, authorization: Callable[[], str]) -> None:
+
+class SharedChannel:
+    """The one grpc channel of a client and of the clients derived from it
+    (:meth:`Transport.derive`); replaced after UNAVAILABLE. Each channel it
+    opens has a new generation number, so that a failure reported on an old
+    channel does not drop the fresh one another thread already opened."""
+
+    def __init__(self, address: CoreAddress) -> None:
         self.address = address
-        self._authorization = authorization
         self._lock = threading.Lock()
         self._channel: grpc.Channel | None = None
-        self._metadata: tuple[tuple[str, str], ...] = ()
+        self._generation = 0
 
-    def _open(self) -> tuple[grpc.Channel, tuple[tuple[str, str], ...]]:
+    def open(self) -> tuple[grpc.Channel, int]:
         with self._lock:
             if self._channel is None:
                 if not self.address.socket_exists():
                     raise unavailable(self.address, "no socket")
-                # Read at every (re)connect: the core writes a new owner
-                # credential at every start.
-                self._metadata = (("authorization", self._authorization()),)
                 self._channel = grpc.insecure_channel(self.address.target, options=_OPTIONS)
-            return self._channel, self._metadata
+                self._generation += 1
+            return self._channel, self._generation
 
-    def reset(self) -> None:
-        """Drop the channel; the next call connects (and reads the credential) afresh."""
+    def reset(self, generation: int | None = None) -> None:
+        """Drop the channel (only if it is still ``generation``'s, when given);
+        the next call connects afresh."""
         with self._lock:
+            if generation is not None and generation != self._generation:
+                return
             channel, self._channel = self._channel, None
         if channel is not None:
             channel.close()
 
+
+class Transport:
+    """Calls over a :class:`SharedChannel` with one credential.
+    ``authorization`` gives the ``authorization`` metadata value, asked again
+    whenever the channel was replaced (the core writes a new owner credential
+    at every start). A transport made by :meth:`derive` shares its maker's
+    channel with another credential; only the maker's :meth:`close` closes it."""
+
+    def __init__(
+        self,
+        address: CoreAddress,
+        authorization: Callable[[], str],
+        *,
+        channel: SharedChannel | None = None,
+    ) -> None:
+        self.address = address
+        self._authorization = authorization
+        self._owns_channel = channel is None
+        self._channel = SharedChannel(address) if channel is None else channel
+        self._lock = threading.Lock()
+        # (generation, metadata): the credential as read for that channel.
+        self._metadata: tuple[int, Metadata] = (0, ())
+
+    def derive(self, authorization: Callable[[], str]) -> Transport:
+        """A transport over this one's channel presenting another credential."""
+        return Transport(self.address, authorization, channel=self._channel)
+
+    def _open(self) -> tuple[grpc.Channel, int, Metadata]:
+        channel, generation = self._channel.open()
+        with self._lock:
+            if self._metadata[0] != generation:
+                self._metadata = (generation, (("authorization", self._authorization()),))
+            return channel, generation, self._metadata[1]
+
+    def reset(self, generation: int | None = None) -> None:
+        """Drop the channel (shared: every client on it reconnects at its next call)."""
+        self._channel.reset(generation)
+
     def close(self) -> None:
-        self.reset()
+        if self._owns_channel:
+            self._channel.reset()
 
     def unary(self, method: str, request: bytes, timeout: float) -> bytes:
-        channel, metadata = self._open()
+        channel, generation, metadata = self._open()
         call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(method)
         try:
             answer: bytes = call(request, timeout=timeout, metadata=metadata)
@@ -140,20 +183,25 @@ class Transport:
         else:
             return answer
         if isinstance(failure, errors.CoreUnavailable):
-            self.reset()
+            self.reset(generation)
         raise failure
 
     def stream(self, method: str, request: bytes, timeout: float | None) -> StreamCall:
-        channel, metadata = self._open()
+        channel, generation, metadata = self._open()
         call: grpc.UnaryStreamMultiCallable[bytes, bytes] = channel.unary_stream(method)
-        return StreamCall(self, method, call(request, timeout=timeout, metadata=metadata))
+        return StreamCall(
+            self, method, call(request, timeout=timeout, metadata=metadata), generation
+        )
 
 
 class StreamCall:
     """A server stream of raw messages; errors translated, cancellable."""
 
-    def __init__(self, transport: Transport, method: str, call: Any) -> None:
+    def __init__(
+        self, transport: Transport, method: str, call: Any, generation: int | None = None
+    ) -> None:
         self._transport = transport
+        self._generation = generation
         self._method = method
         self._call = call
         self._cancelled = False
@@ -174,9 +222,9 @@ class StreamCall:
                     return
                 failure = translate(exc, self._transport.address, self._method)
                 if isinstance(failure, errors.CoreUnavailable):
-                    self._transport.reset()
+                    self._transport.reset(self._generation)
                 raise failure from None
             yield raw
 
 
-__all__ = ["StreamCall", "Transport", "translate", "unavailable"]
+__all__ = ["SharedChannel", "StreamCall", "Transport", "translate", "unavailable"]

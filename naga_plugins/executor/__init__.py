@@ -7,6 +7,14 @@ turn's capability token until a final answer, the step limit, the budget or
 a failure, and answers a ``naga.v1.ExecutorOutcome`` (docs/design/executor.md).
 """
 
-from naga_plugins.executor._loop import EXECUTOR_TOOL, CoreCalls, main, plugin, run_turn, tool_name
+from naga_plugins.executor._loop import (
+    EXECUTOR_TOOL,
+    CoreCalls,
+    CoreLink,
+    build,
+    main,
+    run_turn,
+    tool_name,
+)
 
-__all__ = ["EXECUTOR_TOOL", "CoreCalls", "main", "plugin", "run_turn", "tool_name"]
+__all__ = ["EXECUTOR_TOOL", "CoreCalls", "CoreLink", "build", "main", "run_turn", "tool_name"]

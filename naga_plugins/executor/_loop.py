@@ -1,12 +1,15 @@
 """The agent loop of one turn. Each step is one RPC to the core and at most
 a few more: everything heavy (the prompt's history, the tool list) arrives
 in the job, so the per-turn work here is building requests and reading
-answers."""
+answers. The executor keeps one connection to the core for its whole life
+(:class:`CoreLink`); each turn presents its own token over it."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+import threading
+from collections.abc import Sequence
 from typing import Protocol
 
 from google.protobuf.message import DecodeError
@@ -23,8 +26,6 @@ from naga_plugins.errors import ToolFailed
 EXECUTOR_TOOL = "executor.turn"
 #: Longest wait for one answer of the core (a model call included).
 _CALL_TIMEOUT_S = 600.0
-
-plugin = Plugin("executor")
 
 
 class CoreCalls(Protocol):
@@ -105,22 +106,66 @@ def _failed(
     return out
 
 
-@plugin.tool(EXECUTOR_TOOL)
-def turn(job: str) -> dict[str, str]:
-    try:
-        parsed = apb.ExecutorJob.FromString(base64.b64decode(job, validate=True))
-        token = Token.from_bytes(parsed.token)
-    except (binascii.Error, ValueError, DecodeError, TokenError) as exc:
-        raise ToolFailed(f"job is not a base64 ExecutorJob with a token: {exc}") from None
-    try:
-        with Client.connect(parsed.core_socket, token) as client:
-            outcome = run_turn(parsed, client)
-    except SdkError as exc:
-        outcome = apb.ExecutorOutcome(
-            error_kind=tpb.TURN_ERROR_KIND_EXECUTOR,
-            error_message=f"the executor lost the core: {exc}",
-        )
-    return {"outcome": base64.b64encode(outcome.SerializeToString()).decode("ascii")}
+class CoreLink:
+    """The executor's one connection to the core, opened at the first job
+    and kept for the process's life: a turn's calls go over it with the
+    turn's token (``Client.with_credential``), so a turn costs no socket and
+    no HTTP/2 handshake (under load, connecting per turn timed out waiting
+    for the core's SETTINGS frame). A job naming another socket replaces
+    it. After UNAVAILABLE the SDK reconnects it at the next call."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._client: Client | None = None
+
+    def client(self, core_socket: str, token: Token) -> Client:
+        """A client for one turn: ``token`` over the connection to ``core_socket``."""
+        with self._lock:
+            current = self._client
+            if current is None or current.socket != core_socket:
+                # The connection's own credential is never presented: every
+                # call goes through a client derived for its turn.
+                fresh = Client.connect(core_socket, token)
+                self._client = fresh
+                if current is not None:
+                    current.close()
+                current = fresh
+            return current.with_credential(token)
+
+    def close(self) -> None:
+        with self._lock:
+            current, self._client = self._client, None
+        if current is not None:
+            current.close()
 
 
-main = plugin.main
+def build(link: CoreLink) -> Plugin:
+    """The executor plugin, its turns going to the core over ``link``."""
+    built = Plugin("executor")
+
+    @built.tool(EXECUTOR_TOOL)
+    def turn(job: str) -> dict[str, str]:  # pyright: ignore[reportUnusedFunction]
+        try:
+            parsed = apb.ExecutorJob.FromString(base64.b64decode(job, validate=True))
+            token = Token.from_bytes(parsed.token)
+        except (binascii.Error, ValueError, DecodeError, TokenError) as exc:
+            raise ToolFailed(f"job is not a base64 ExecutorJob with a token: {exc}") from None
+        try:
+            outcome = run_turn(parsed, link.client(parsed.core_socket, token))
+        except SdkError as exc:
+            outcome = apb.ExecutorOutcome(
+                error_kind=tpb.TURN_ERROR_KIND_EXECUTOR,
+                error_message=f"the executor lost the core: {exc}",
+            )
+        return {"outcome": base64.b64encode(outcome.SerializeToString()).decode("ascii")}
+
+    return built
+
+
+def main(args: Sequence[str]) -> int:
+    """The executor process: the plugin worker, holding its :class:`CoreLink`."""
+    link = CoreLink()
+    try:
+        return build(link).main(args)
+    finally:
+        link.close()

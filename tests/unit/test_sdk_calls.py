@@ -7,6 +7,7 @@ the client's own (``naga.sdk._rpc`` and the call groups built on it).
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -112,3 +113,31 @@ def test_streams_decode_their_events_and_name_an_undecodable_one(tmp_path: Path)
         next(seen_turn)
     turn.cancel()
     assert raw.cancelled
+
+
+def test_a_failure_on_a_replaced_channel_does_not_drop_the_new_one(tmp_path: Path) -> None:
+    # Two clients on one channel both see UNAVAILABLE: the second reset must
+    # not close the channel the first one's next call already reopened.
+    sock = tmp_path / "core.sock"
+    with socket.socket(socket.AF_UNIX) as bound:  # grpc connects lazily; the
+        bound.bind(str(sock))  # transport only checks that a socket is there
+    owner = Transport(CoreAddress.resolve(sock), lambda: "Naga owner")
+    derived = owner.derive(lambda: "Capability derived")
+    first, gen1, owner_md = owner._open()  # pyright: ignore[reportPrivateUsage]
+    same, gen, derived_md = derived._open()  # pyright: ignore[reportPrivateUsage]
+    assert (same, gen) == (first, gen1)
+    assert (owner_md, derived_md) == (
+        (("authorization", "Naga owner"),),
+        (("authorization", "Capability derived"),),
+    )
+    owner.reset(gen1)
+    fresh, gen2, _ = derived._open()  # pyright: ignore[reportPrivateUsage]
+    assert fresh is not first
+    assert gen2 != gen1
+    derived.reset(gen1)  # a late report from a call on the old channel
+    assert derived._open()[:2] == (fresh, gen2)  # pyright: ignore[reportPrivateUsage]
+    derived.close()  # not its channel to close
+    assert owner._open()[:2] == (fresh, gen2)  # pyright: ignore[reportPrivateUsage]
+    owner.close()
+    assert owner._open()[1] != gen2  # pyright: ignore[reportPrivateUsage]
+    owner.close()
