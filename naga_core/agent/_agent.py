@@ -247,15 +247,7 @@ class Agent:
         if out.error_kind:
             running.emit(tpb.TurnEvent(error=_error(out)))
         else:
-            final = tpb.TurnFinal(
-                text=out.text,
-                model_calls=out.model_calls,
-                tool_calls=out.tool_calls,
-                prompt_tokens=out.prompt_tokens,
-                completion_tokens=out.completion_tokens,
-                reply_seq=seq,
-            )
-            running.emit(tpb.TurnEvent(final=final))
+            running.emit(tpb.TurnEvent(final=rec.turn_final(out, seq)))
 
     def _forget_expired(self, ended: Running) -> None:
         """Queue ``ended``'s token and drop what the expired ones spent,

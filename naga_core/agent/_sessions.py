@@ -76,14 +76,7 @@ def replay(ended: Ended, end: Record | None) -> list[tpb.TurnEvent]:
         )
         out.append(tpb.TurnEvent(index=1, error=error))
     else:
-        final = tpb.TurnFinal(
-            text=body.text,
-            model_calls=body.model_calls,
-            tool_calls=body.tool_calls,
-            prompt_tokens=body.prompt_tokens,
-            completion_tokens=body.completion_tokens,
-            reply_seq=end.seq if end is not None else 0,
-        )
+        final = turn_final(body, end.seq if end is not None else 0)
         out.append(tpb.TurnEvent(index=1, final=final))
     return out
 
@@ -346,6 +339,19 @@ def _add(
         del d.entries[: len(d.entries) - kept]
 
 
+def turn_final(ended: apb.TurnRecord | apb.ExecutorOutcome, reply_seq: int) -> tpb.TurnFinal:
+    """The final event of a turn that ended with ``ended`` (the executor's
+    outcome as it ends, or its recorded reply when a key is replayed)."""
+    return tpb.TurnFinal(
+        text=ended.text,
+        model_calls=ended.model_calls,
+        tool_calls=ended.tool_calls,
+        prompt_tokens=ended.prompt_tokens,
+        completion_tokens=ended.completion_tokens,
+        reply_seq=reply_seq,
+    )
+
+
 def stage(ledger: Ledger, kind: str, rec: apb.TurnRecord, blobs: tuple[bytes, ...] = ()) -> int:
     """Stage one turn record (durable at the next settle); its seq."""
     return ledger.stage(Entry.of(kind, rec.SerializeToString(), blobs)).seq
@@ -370,4 +376,5 @@ __all__ = [
     "now_ns",
     "replay",
     "stage",
+    "turn_final",
 ]
