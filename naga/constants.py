@@ -49,6 +49,9 @@ CHECKPOINT_ORIGIN_PREFIX: Final = "naga.ledger/v1"
 # --- blob store ----------------------------------------------------------------
 #: Largest blob accepted.
 MAX_BLOB_BYTES: Final = 256 << 20
+#: Bytes of blob one LedgerService.GetBlob chunk carries: well under the
+#: response limit, so a blob of any size streams in bounded messages.
+BLOB_CHUNK_BYTES: Final = 1 << 20
 
 # --- snapshots ------------------------------------------------------------------
 #: Snapshots kept on disk; older ones are removed after a new one is durable.

@@ -1,10 +1,13 @@
-"""The client's calls of the LedgerService: reading, proving, subscribing."""
+"""The client's calls of the LedgerService: reading, proving, subscribing,
+and reading blobs."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 
-from naga.sdk._rpc import Events, Rpc
+from naga.sdk import errors
+from naga.sdk._rpc import Events, Rpc, decode
 from naga.sdk._transport import StreamCall
 from naga.v1 import ledger_pb2 as lpb
 
@@ -33,8 +36,12 @@ class LedgerCalls(Rpc):
         answer = self._read(_LEDGER + "GetRecords", req, lpb.GetRecordsResponse, timeout)
         return list(answer.records)
 
-    def prove_inclusion(self, seq: int, *, timeout: float | None = None) -> lpb.InclusionProof:
-        req = lpb.ProveInclusionRequest(seq=seq)
+    def prove_inclusion(
+        self, seq: int, tree_size: int = 0, *, timeout: float | None = None
+    ) -> lpb.InclusionProof:
+        """Record ``seq`` and its proof against the tree of ``tree_size``
+        records (0: the current head)."""
+        req = lpb.ProveInclusionRequest(seq=seq, tree_size=tree_size)
         return self._read(_LEDGER + "ProveInclusion", req, lpb.InclusionProof, timeout)
 
     def prove_consistency(
@@ -51,6 +58,27 @@ class LedgerCalls(Rpc):
         ends it from another thread."""
         req = lpb.SubscribeRequest(from_seq=from_seq, kinds=list(kinds))
         return Subscription(self._stream(_LEDGER + "Subscribe", req, timeout))
+
+    def blob(self, digest: bytes, *, timeout: float | None = None) -> bytes:
+        """The blob whose SHA-256 is ``digest`` (owner only), checked against
+        it here too: :class:`~naga.sdk.errors.NotFound` if the core has no
+        such blob, :class:`~naga.sdk.errors.CoreFailure` if its content is
+        corrupt (the core's DATA_LOSS) or arrived cut short."""
+        req = lpb.GetBlobRequest(digest=digest)
+        parts: list[bytes] = []
+        expected = -1
+        for raw in self._stream(_LEDGER + "GetBlob", req, timeout):
+            chunk = decode(lpb.BlobChunk, raw, "GetBlob: undecodable chunk")
+            expected = chunk.size
+            parts.append(chunk.data)
+        data = b"".join(parts)
+        if len(data) != expected:
+            raise errors.CoreFailure(
+                f"GetBlob {digest.hex()}: got {len(data)} bytes of a {expected}-byte blob"
+            )
+        if hashlib.sha256(data).digest() != digest:
+            raise errors.CoreFailure(f"GetBlob {digest.hex()}: the data does not hash to it")
+        return data
 
 
 __all__ = ["LedgerCalls", "Subscription"]

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14naga/v1/ledger.proto\x12\x07naga.v1\"\x83\x01\n\x06Record\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x14\n\x0ctimestamp_ns\x18\x02 \x01(\x03\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12\x11\n\tblob_refs\x18\x05 \x03(\x0c\x12\x11\n\tprev_hash\x18\x06 \x01(\x0c\x12\x11\n\tleaf_hash\x18\x07 \x01(\x0c\"H\n\x04Head\x12\x0c\n\x04size\x18\x01 \x01(\x04\x12\x10\n\x08last_seq\x18\x02 \x01(\x04\x12\x0c\n\x04root\x18\x03 \x01(\x0c\x12\x12\n\ncheckpoint\x18\x04 \x01(\t\"\xae\x01\n\x0eInclusionProof\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x11\n\tleaf_hash\x18\x02 \x01(\x0c\x12\x13\n\x0brecord_body\x18\x03 \x01(\x0c\x12\x11\n\ttree_size\x18\x04 \x01(\x04\x12\x0c\n\x04root\x18\x05 \x01(\x0c\x12\x0c\n\x04path\x18\x06 \x03(\x0c\x12\x12\n\ncheckpoint\x18\x07 \x01(\t\x12\x12\n\npublic_key\x18\x08 \x01(\x0c\x12\x10\n\x08key_name\x18\t \x01(\t\"h\n\x10\x43onsistencyProof\x12\x10\n\x08old_size\x18\x01 \x01(\x04\x12\x10\n\x08new_size\x18\x02 \x01(\x04\x12\x10\n\x08old_root\x18\x03 \x01(\x0c\x12\x10\n\x08new_root\x18\x04 \x01(\x0c\x12\x0c\n\x04path\x18\x05 \x03(\x0c\"\x10\n\x0eGetHeadRequest\"4\n\x11GetRecordsRequest\x12\x10\n\x08\x66rom_seq\x18\x01 \x01(\x04\x12\r\n\x05limit\x18\x02 \x01(\r\"6\n\x12GetRecordsResponse\x12 \n\x07records\x18\x01 \x03(\x0b\x32\x0f.naga.v1.Record\"$\n\x15ProveInclusionRequest\x12\x0b\n\x03seq\x18\x01 \x01(\x04\"=\n\x17ProveConsistencyRequest\x12\x10\n\x08old_size\x18\x01 \x01(\x04\x12\x10\n\x08new_size\x18\x02 \x01(\x04\"3\n\x10SubscribeRequest\x12\x10\n\x08\x66rom_seq\x18\x01 \x01(\x04\x12\r\n\x05kinds\x18\x02 \x03(\t\"\x1c\n\x08\x43\x61ughtUp\x12\x10\n\x08next_seq\x18\x01 \x01(\x04\"d\n\x0eSubscribeEvent\x12!\n\x06record\x18\x01 \x01(\x0b\x32\x0f.naga.v1.RecordH\x00\x12&\n\tcaught_up\x18\x02 \x01(\x0b\x32\x11.naga.v1.CaughtUpH\x00\x42\x07\n\x05\x65vent2\xe8\x02\n\rLedgerService\x12\x31\n\x07GetHead\x12\x17.naga.v1.GetHeadRequest\x1a\r.naga.v1.Head\x12\x45\n\nGetRecords\x12\x1a.naga.v1.GetRecordsRequest\x1a\x1b.naga.v1.GetRecordsResponse\x12I\n\x0eProveInclusion\x12\x1e.naga.v1.ProveInclusionRequest\x1a\x17.naga.v1.InclusionProof\x12O\n\x10ProveConsistency\x12 .naga.v1.ProveConsistencyRequest\x1a\x19.naga.v1.ConsistencyProof\x12\x41\n\tSubscribe\x12\x19.naga.v1.SubscribeRequest\x1a\x17.naga.v1.SubscribeEvent0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14naga/v1/ledger.proto\x12\x07naga.v1\"\x83\x01\n\x06Record\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x14\n\x0ctimestamp_ns\x18\x02 \x01(\x03\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12\x11\n\tblob_refs\x18\x05 \x03(\x0c\x12\x11\n\tprev_hash\x18\x06 \x01(\x0c\x12\x11\n\tleaf_hash\x18\x07 \x01(\x0c\"H\n\x04Head\x12\x0c\n\x04size\x18\x01 \x01(\x04\x12\x10\n\x08last_seq\x18\x02 \x01(\x04\x12\x0c\n\x04root\x18\x03 \x01(\x0c\x12\x12\n\ncheckpoint\x18\x04 \x01(\t\"\xae\x01\n\x0eInclusionProof\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x11\n\tleaf_hash\x18\x02 \x01(\x0c\x12\x13\n\x0brecord_body\x18\x03 \x01(\x0c\x12\x11\n\ttree_size\x18\x04 \x01(\x04\x12\x0c\n\x04root\x18\x05 \x01(\x0c\x12\x0c\n\x04path\x18\x06 \x03(\x0c\x12\x12\n\ncheckpoint\x18\x07 \x01(\t\x12\x12\n\npublic_key\x18\x08 \x01(\x0c\x12\x10\n\x08key_name\x18\t \x01(\t\"h\n\x10\x43onsistencyProof\x12\x10\n\x08old_size\x18\x01 \x01(\x04\x12\x10\n\x08new_size\x18\x02 \x01(\x04\x12\x10\n\x08old_root\x18\x03 \x01(\x0c\x12\x10\n\x08new_root\x18\x04 \x01(\x0c\x12\x0c\n\x04path\x18\x05 \x03(\x0c\"\x10\n\x0eGetHeadRequest\"4\n\x11GetRecordsRequest\x12\x10\n\x08\x66rom_seq\x18\x01 \x01(\x04\x12\r\n\x05limit\x18\x02 \x01(\r\"6\n\x12GetRecordsResponse\x12 \n\x07records\x18\x01 \x03(\x0b\x32\x0f.naga.v1.Record\"7\n\x15ProveInclusionRequest\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x11\n\ttree_size\x18\x02 \x01(\x04\"=\n\x17ProveConsistencyRequest\x12\x10\n\x08old_size\x18\x01 \x01(\x04\x12\x10\n\x08new_size\x18\x02 \x01(\x04\"3\n\x10SubscribeRequest\x12\x10\n\x08\x66rom_seq\x18\x01 \x01(\x04\x12\r\n\x05kinds\x18\x02 \x03(\t\"\x1c\n\x08\x43\x61ughtUp\x12\x10\n\x08next_seq\x18\x01 \x01(\x04\"d\n\x0eSubscribeEvent\x12!\n\x06record\x18\x01 \x01(\x0b\x32\x0f.naga.v1.RecordH\x00\x12&\n\tcaught_up\x18\x02 \x01(\x0b\x32\x11.naga.v1.CaughtUpH\x00\x42\x07\n\x05\x65vent\" \n\x0eGetBlobRequest\x12\x0e\n\x06\x64igest\x18\x01 \x01(\x0c\"\'\n\tBlobChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0c\n\x04size\x18\x02 \x01(\x04\x32\xa2\x03\n\rLedgerService\x12\x31\n\x07GetHead\x12\x17.naga.v1.GetHeadRequest\x1a\r.naga.v1.Head\x12\x45\n\nGetRecords\x12\x1a.naga.v1.GetRecordsRequest\x1a\x1b.naga.v1.GetRecordsResponse\x12I\n\x0eProveInclusion\x12\x1e.naga.v1.ProveInclusionRequest\x1a\x17.naga.v1.InclusionProof\x12O\n\x10ProveConsistency\x12 .naga.v1.ProveConsistencyRequest\x1a\x19.naga.v1.ConsistencyProof\x12\x41\n\tSubscribe\x12\x19.naga.v1.SubscribeRequest\x1a\x17.naga.v1.SubscribeEvent0\x01\x12\x38\n\x07GetBlob\x12\x17.naga.v1.GetBlobRequest\x1a\x12.naga.v1.BlobChunk0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -46,15 +46,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETRECORDSRESPONSE']._serialized_start=596
   _globals['_GETRECORDSRESPONSE']._serialized_end=650
   _globals['_PROVEINCLUSIONREQUEST']._serialized_start=652
-  _globals['_PROVEINCLUSIONREQUEST']._serialized_end=688
-  _globals['_PROVECONSISTENCYREQUEST']._serialized_start=690
-  _globals['_PROVECONSISTENCYREQUEST']._serialized_end=751
-  _globals['_SUBSCRIBEREQUEST']._serialized_start=753
-  _globals['_SUBSCRIBEREQUEST']._serialized_end=804
-  _globals['_CAUGHTUP']._serialized_start=806
-  _globals['_CAUGHTUP']._serialized_end=834
-  _globals['_SUBSCRIBEEVENT']._serialized_start=836
-  _globals['_SUBSCRIBEEVENT']._serialized_end=936
-  _globals['_LEDGERSERVICE']._serialized_start=939
-  _globals['_LEDGERSERVICE']._serialized_end=1299
+  _globals['_PROVEINCLUSIONREQUEST']._serialized_end=707
+  _globals['_PROVECONSISTENCYREQUEST']._serialized_start=709
+  _globals['_PROVECONSISTENCYREQUEST']._serialized_end=770
+  _globals['_SUBSCRIBEREQUEST']._serialized_start=772
+  _globals['_SUBSCRIBEREQUEST']._serialized_end=823
+  _globals['_CAUGHTUP']._serialized_start=825
+  _globals['_CAUGHTUP']._serialized_end=853
+  _globals['_SUBSCRIBEEVENT']._serialized_start=855
+  _globals['_SUBSCRIBEEVENT']._serialized_end=955
+  _globals['_GETBLOBREQUEST']._serialized_start=957
+  _globals['_GETBLOBREQUEST']._serialized_end=989
+  _globals['_BLOBCHUNK']._serialized_start=991
+  _globals['_BLOBCHUNK']._serialized_end=1030
+  _globals['_LEDGERSERVICE']._serialized_start=1033
+  _globals['_LEDGERSERVICE']._serialized_end=1451
 # @@protoc_insertion_point(module_scope)

@@ -328,18 +328,25 @@ class ProveInclusionRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     SEQ_FIELD_NUMBER: _builtins.int
+    TREE_SIZE_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
-    """Record to prove, against the current head. OUT_OF_RANGE if seq >=
-    Head.size.
+    """Record to prove. OUT_OF_RANGE if seq >= the tree proven against."""
+    tree_size: _builtins.int
+    """Size of the tree to prove against; 0 means the current Head.size. A
+    client that proves several records against one checkpoint (GetHead, then
+    one ProveInclusion per record, as `naga replay export` does) passes that
+    checkpoint's size, so records appended meanwhile do not move the root.
+    OUT_OF_RANGE if greater than Head.size.
     """
     def __init__(
         self,
         *,
         seq: _builtins.int = ...,
+        tree_size: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["seq", b"seq"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["seq", b"seq", "tree_size", b"tree_size"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -456,3 +463,61 @@ class SubscribeEvent(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
 Global___SubscribeEvent: _TypeAlias = SubscribeEvent  # noqa: Y015
+
+@_typing.final
+class GetBlobRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DIGEST_FIELD_NUMBER: _builtins.int
+    digest: _builtins.bytes
+    """The blob's 32-byte SHA-256 digest, as a Record's blob_refs entry names
+    it. INVALID_ARGUMENT unless exactly 32 bytes; NOT_FOUND if the store has
+    no such blob; DATA_LOSS if the stored content no longer hashes to it.
+    """
+    def __init__(
+        self,
+        *,
+        digest: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["digest", b"digest"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetBlobRequest: _TypeAlias = GetBlobRequest  # noqa: Y015
+
+@_typing.final
+class BlobChunk(_message.Message):
+    """One piece of a blob. A blob can be up to 256 MiB (MAX_BLOB_BYTES) and a
+    response at most 8 MiB (MAX_RPC_RESPONSE_BYTES), so GetBlob streams it in
+    chunks of at most 1 MiB (BLOB_CHUNK_BYTES). The core checks the whole
+    blob against its digest before the first chunk leaves; the client should
+    still check the data it assembled against the digest it asked for.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DATA_FIELD_NUMBER: _builtins.int
+    SIZE_FIELD_NUMBER: _builtins.int
+    data: _builtins.bytes
+    """The next bytes of the blob, in order; concatenated, the chunks are the
+    blob. Empty only in the single chunk of an empty blob.
+    """
+    size: _builtins.int
+    """Length of the whole blob in bytes, the same in every chunk, so the
+    client can tell a stream cut short from a complete one.
+    """
+    def __init__(
+        self,
+        *,
+        data: _builtins.bytes = ...,
+        size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "size", b"size"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BlobChunk: _TypeAlias = BlobChunk  # noqa: Y015

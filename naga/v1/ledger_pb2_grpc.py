@@ -61,6 +61,11 @@ class LedgerServiceStub:
                 request_serializer=naga_dot_v1_dot_ledger__pb2.SubscribeRequest.SerializeToString,
                 response_deserializer=naga_dot_v1_dot_ledger__pb2.SubscribeEvent.FromString,
                 _registered_method=True)
+        self.GetBlob = channel.unary_stream(
+                '/naga.v1.LedgerService/GetBlob',
+                request_serializer=naga_dot_v1_dot_ledger__pb2.GetBlobRequest.SerializeToString,
+                response_deserializer=naga_dot_v1_dot_ledger__pb2.BlobChunk.FromString,
+                _registered_method=True)
 
 
 class LedgerServiceServicer:
@@ -83,7 +88,8 @@ class LedgerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ProveInclusion(self, request, context):
-        """An inclusion proof for one record against the current head.
+        """An inclusion proof for one record against the current head (or an
+        earlier tree size).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -99,6 +105,15 @@ class LedgerServiceServicer:
     def Subscribe(self, request, context):
         """Records from from_seq on, then new ones as they are appended, filtered
         by kind. Ends when the caller cancels or the core shuts down.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetBlob(self, request, context):
+        """One blob of the content-addressed store (model requests and answers,
+        large tool output), in chunks. Owner only: blobs hold every session's
+        full model requests, so not even the gateway may read them.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -131,6 +146,11 @@ def add_LedgerServiceServicer_to_server(servicer, server):
                     servicer.Subscribe,
                     request_deserializer=naga_dot_v1_dot_ledger__pb2.SubscribeRequest.FromString,
                     response_serializer=naga_dot_v1_dot_ledger__pb2.SubscribeEvent.SerializeToString,
+            ),
+            'GetBlob': grpc.unary_stream_rpc_method_handler(
+                    servicer.GetBlob,
+                    request_deserializer=naga_dot_v1_dot_ledger__pb2.GetBlobRequest.FromString,
+                    response_serializer=naga_dot_v1_dot_ledger__pb2.BlobChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -270,6 +290,33 @@ class LedgerService:
             '/naga.v1.LedgerService/Subscribe',
             naga_dot_v1_dot_ledger__pb2.SubscribeRequest.SerializeToString,
             naga_dot_v1_dot_ledger__pb2.SubscribeEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetBlob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/naga.v1.LedgerService/GetBlob',
+            naga_dot_v1_dot_ledger__pb2.GetBlobRequest.SerializeToString,
+            naga_dot_v1_dot_ledger__pb2.BlobChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -55,12 +55,19 @@ class LedgerServiceStub:
     GetRecords: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.GetRecordsRequest, _ledger_pb2.GetRecordsResponse]
     """A page of records in seq order."""
     ProveInclusion: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.ProveInclusionRequest, _ledger_pb2.InclusionProof]
-    """An inclusion proof for one record against the current head."""
+    """An inclusion proof for one record against the current head (or an
+    earlier tree size).
+    """
     ProveConsistency: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.ProveConsistencyRequest, _ledger_pb2.ConsistencyProof]
     """A consistency proof between two tree sizes."""
     Subscribe: _grpc.UnaryStreamMultiCallable[_ledger_pb2.SubscribeRequest, _ledger_pb2.SubscribeEvent]
     """Records from from_seq on, then new ones as they are appended, filtered
     by kind. Ends when the caller cancels or the core shuts down.
+    """
+    GetBlob: _grpc.UnaryStreamMultiCallable[_ledger_pb2.GetBlobRequest, _ledger_pb2.BlobChunk]
+    """One blob of the content-addressed store (model requests and answers,
+    large tool output), in chunks. Owner only: blobs hold every session's
+    full model requests, so not even the gateway may read them.
     """
 
 @_typing.type_check_only
@@ -75,12 +82,19 @@ class LedgerServiceAsyncStub(LedgerServiceStub):
     GetRecords: _aio.UnaryUnaryMultiCallable[_ledger_pb2.GetRecordsRequest, _ledger_pb2.GetRecordsResponse]  # type: ignore[assignment]
     """A page of records in seq order."""
     ProveInclusion: _aio.UnaryUnaryMultiCallable[_ledger_pb2.ProveInclusionRequest, _ledger_pb2.InclusionProof]  # type: ignore[assignment]
-    """An inclusion proof for one record against the current head."""
+    """An inclusion proof for one record against the current head (or an
+    earlier tree size).
+    """
     ProveConsistency: _aio.UnaryUnaryMultiCallable[_ledger_pb2.ProveConsistencyRequest, _ledger_pb2.ConsistencyProof]  # type: ignore[assignment]
     """A consistency proof between two tree sizes."""
     Subscribe: _aio.UnaryStreamMultiCallable[_ledger_pb2.SubscribeRequest, _ledger_pb2.SubscribeEvent]  # type: ignore[assignment]
     """Records from from_seq on, then new ones as they are appended, filtered
     by kind. Ends when the caller cancels or the core shuts down.
+    """
+    GetBlob: _aio.UnaryStreamMultiCallable[_ledger_pb2.GetBlobRequest, _ledger_pb2.BlobChunk]  # type: ignore[assignment]
+    """One blob of the content-addressed store (model requests and answers,
+    large tool output), in chunks. Owner only: blobs hold every session's
+    full model requests, so not even the gateway may read them.
     """
 
 class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -110,7 +124,9 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _ledger_pb2.ProveInclusionRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.InclusionProof, _abc.Awaitable[_ledger_pb2.InclusionProof]]:
-        """An inclusion proof for one record against the current head."""
+        """An inclusion proof for one record against the current head (or an
+        earlier tree size).
+        """
 
     @_abc_1.abstractmethod
     def ProveConsistency(
@@ -128,6 +144,17 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_abc.Iterator[_ledger_pb2.SubscribeEvent], _abc.AsyncIterator[_ledger_pb2.SubscribeEvent]]:
         """Records from from_seq on, then new ones as they are appended, filtered
         by kind. Ends when the caller cancels or the core shuts down.
+        """
+
+    @_abc_1.abstractmethod
+    def GetBlob(
+        self,
+        request: _ledger_pb2.GetBlobRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_ledger_pb2.BlobChunk], _abc.AsyncIterator[_ledger_pb2.BlobChunk]]:
+        """One blob of the content-addressed store (model requests and answers,
+        large tool output), in chunks. Owner only: blobs hold every session's
+        full model requests, so not even the gateway may read them.
         """
 
 def add_LedgerServiceServicer_to_server(servicer: LedgerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

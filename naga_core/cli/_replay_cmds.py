@@ -1,8 +1,9 @@
 """``naga replay export SESSION -o FILE`` and ``naga replay run FILE``.
 
-Export reads the ledger files directly, so, like ``naga ledger verify``, it
-refuses while naga-core runs and owns them (docs/design/replay.md). Run
-needs no home: the bundle carries everything, its checkpoint included.
+Export reads through the running core when there is one (the core owns the
+ledger files then), else the files directly; both feed the same bundle
+builder (docs/design/replay.md). Run needs no home: the bundle carries
+everything, its checkpoint included.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 import os
 import tempfile
 
+from naga.sdk import Client
 from naga_core._home import Home
 from naga_core._store import blob_store, open_ledger
 from naga_core.cli._output import Outcome
@@ -18,8 +20,10 @@ from naga_core.daemon import running_pid
 from naga_core.errors import ConfigError
 from naga_core.replay import (
     BundleInvalid,
+    CoreSource,
+    LedgerSource,
     encode_bundle,
-    export_session,
+    export_trace,
     read_bundle,
     replay,
 )
@@ -32,15 +36,13 @@ MAX_BUNDLE_BYTES = 1 << 30
 def export(args: argparse.Namespace, home: Home) -> Outcome:
     session: str = args.session
     target: str = args.output
-    pid = running_pid(home)
-    if pid is not None:
-        raise ConfigError(
-            f"naga-core (pid {pid}) is running and owns the ledger of {home.root}; "
-            "`naga replay export` reads the ledger files directly: stop the core first "
-            "(naga daemon stop)"
-        )
-    with open_ledger(home, create=False) as ledger:
-        bundle = export_session(ledger, blob_store(home), session)
+    online = running_pid(home) is not None
+    if online:
+        with Client.connect(home.root) as core:
+            bundle = export_trace(CoreSource(core), session)
+    else:
+        with open_ledger(home, create=False) as ledger:
+            bundle = export_trace(LedgerSource(ledger, blob_store(home)), session)
     data = encode_bundle(bundle)
     _write_atomically(target, data)
     turns = sum(r.kind == "turn.message" for r in bundle.records)
@@ -53,6 +55,7 @@ def export(args: argparse.Namespace, home: Home) -> Outcome:
         "blobs": len(bundle.blobs),
         "bytes": len(data),
         "tree_size": bundle.tree_size,
+        "via": "core" if online else "files",
     }
     return Outcome(
         0,

@@ -1,23 +1,31 @@
 """``naga.v1.LedgerService``: the ledger's read side, and Subscribe.
 
 A Subscribe stream shows a token holder only the record kinds its role may
-see (``_policy.VISIBLE_KINDS``), whatever kinds it asks for."""
+see (``_policy.VISIBLE_KINDS``), whatever kinds it asks for. GetBlob streams
+one blob of the store in chunks (a blob may be far larger than a response)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import trio
 from google.protobuf.message import Message
 
-from naga.constants import MAX_BLOB_REFS, MAX_SUBSCRIBERS, RECORDS_PAGE_MAX_BYTES
+from naga.constants import (
+    BLOB_CHUNK_BYTES,
+    MAX_BLOB_REFS,
+    MAX_SUBSCRIBERS,
+    RECORDS_PAGE_MAX_BYTES,
+)
 from naga.v1 import ledger_pb2 as lpb
+from naga_core._store import blob_store
 from naga_core.daemon import _checks, _convert
 from naga_core.daemon._auth import Principal
 from naga_core.daemon._bridge import Method, Stream, Unary
 from naga_core.daemon._core import Core
 from naga_core.daemon._errors import CoreStopping, RequestRefused
 from naga_core.daemon._policy import VISIBLE_KINDS
-from naga_core.ledger import Record
+from naga_core.ledger import BlobStore, Record
 
 SERVICE = "naga.v1.LedgerService"
 RECORDS_DEFAULT = 100
@@ -25,11 +33,17 @@ RECORDS_DEFAULT = 100
 MAX_KINDS = MAX_BLOB_REFS
 #: Records a subscriber is sent per batch (one hop to the loop each).
 SUBSCRIBE_BATCH = 256
+#: GetBlob streams open at once (each holds a server thread, and a whole
+#: blob of up to MAX_BLOB_BYTES in memory while it is sent).
+MAX_BLOB_STREAMS = 4
+#: Bytes of a blob digest (SHA-256).
+DIGEST_BYTES = 32
 
 
 class LedgerServicer:
     def __init__(self, core: Core) -> None:
         self._core = core
+        self._blobs = blob_store(core.home)
 
     def methods(self) -> list[Method]:
         return [
@@ -48,6 +62,13 @@ class LedgerServicer:
                 self.subscribe,
                 max_open=MAX_SUBSCRIBERS,
                 check=check_subscribe,
+            ),
+            Stream(
+                "GetBlob",
+                lpb.GetBlobRequest,
+                self.get_blob,
+                max_open=MAX_BLOB_STREAMS,
+                check=check_get_blob,
             ),
         ]
 
@@ -68,11 +89,12 @@ class LedgerServicer:
 
     def prove_inclusion(self, _p: Principal, req: lpb.ProveInclusionRequest) -> lpb.InclusionProof:
         size = self._core.ledger.size
-        if req.seq >= size:
+        tree = _checks.seq_at_most("tree_size", req.tree_size, size) or size
+        if req.seq >= tree:
             raise RequestRefused.out_of_range(
-                f"seq {req.seq} is past the ledger's end (it has {size} records)"
+                f"seq {req.seq} is past the end of the tree proven against ({tree} records)"
             )
-        p = self._core.ledger.prove_inclusion(req.seq)
+        p = self._core.ledger.prove_inclusion(req.seq, tree)
         return lpb.InclusionProof(
             seq=p.seq,
             leaf_hash=p.leaf_hash,
@@ -101,6 +123,9 @@ class LedgerServicer:
     def subscribe(self, p: Principal, req: lpb.SubscribeRequest) -> _Subscription:
         _checks.seq_at_most("from_seq", req.from_seq, self._core.ledger.size)
         return _Subscription(self._core, req.from_seq, visible_kinds(p, frozenset(req.kinds)))
+
+    def get_blob(self, _p: Principal, req: lpb.GetBlobRequest) -> _BlobChunks:
+        return _BlobChunks(self._blobs, req.digest)
 
 
 def visible_kinds(p: Principal, asked: frozenset[str]) -> frozenset[str] | None:
@@ -133,6 +158,33 @@ class _Subscription:
             events.append(lpb.SubscribeEvent(caught_up=lpb.CaughtUp(next_seq=self._next)))
             self._announced = self._next
         return events
+
+
+class _BlobChunks:
+    """One GetBlob stream: the blob read and checked off the loop, then
+    sent a chunk per batch."""
+
+    def __init__(self, blobs: BlobStore, digest: bytes) -> None:
+        self._blobs = blobs
+        self._digest = digest
+        self._data: bytes | None = None
+        self._offset = 0
+
+    async def next(self) -> Sequence[Message] | None:
+        if self._data is None:
+            # Off the loop: a blob may be hundreds of MiB. NotFound and
+            # BlobCorrupt end the stream with their status (_status).
+            self._data = await trio.to_thread.run_sync(self._blobs.get, self._digest)
+            return [self._chunk()]
+        if self._offset >= len(self._data):
+            return None
+        return [self._chunk()]
+
+    def _chunk(self) -> lpb.BlobChunk:
+        data = self._data or b""
+        piece = data[self._offset : self._offset + BLOB_CHUNK_BYTES]
+        self._offset += BLOB_CHUNK_BYTES
+        return lpb.BlobChunk(data=piece, size=len(data))
 
 
 def _page(
@@ -168,6 +220,13 @@ def check_prove_consistency(req: lpb.ProveConsistencyRequest) -> None:
     if not 0 < req.old_size <= req.new_size:
         raise RequestRefused.invalid(
             f"old_size {req.old_size} and new_size {req.new_size}: need 0 < old_size <= new_size"
+        )
+
+
+def check_get_blob(req: lpb.GetBlobRequest) -> None:
+    if len(req.digest) != DIGEST_BYTES:
+        raise RequestRefused.invalid(
+            f"digest is {len(req.digest)} bytes; a blob digest is {DIGEST_BYTES} (SHA-256)"
         )
 
 

@@ -75,6 +75,10 @@ POLICY: Mapping[str, Rule] = {
     _LEDGER + "ProveInclusion": _read(GATEWAY),
     _LEDGER + "ProveConsistency": _read(GATEWAY),
     _LEDGER + "Subscribe": _read(*_ANY),
+    # Blobs hold the full model requests and answers of every session: the
+    # owner's alone (`naga replay export`), not the gateway's, which shows
+    # peers only what it filters from records.
+    _LEDGER + "GetBlob": _read(),
     # The kernel: reads for the gateway (it derives trust and shows history
     # to the owner's console); settings the agent loop needs for any role;
     # every write and rollback is the owner's (INV-6: privileges are raised

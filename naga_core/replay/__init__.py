@@ -10,10 +10,18 @@ from naga_core.replay._bundle import (
     decode_bundle,
     encode_bundle,
     export_session,
+    export_trace,
     read_bundle,
 )
-from naga_core.replay._errors import BundleInvalid, BundleTampered, NothingToExport, ReplayError
+from naga_core.replay._errors import (
+    BundleInvalid,
+    BundleTampered,
+    NothingToExport,
+    ReplayError,
+    SourceFailed,
+)
 from naga_core.replay._run import Divergence, ReplayReport, TurnResult, replay
+from naga_core.replay._source import CoreSource, LedgerSource, TraceSource
 
 __all__ = [
     "FORMAT",
@@ -21,15 +29,20 @@ __all__ = [
     "Bundle",
     "BundleInvalid",
     "BundleTampered",
+    "CoreSource",
     "Divergence",
+    "LedgerSource",
     "NothingToExport",
     "ReplayError",
     "ReplayReport",
+    "SourceFailed",
     "TraceRecord",
+    "TraceSource",
     "TurnResult",
     "decode_bundle",
     "encode_bundle",
     "export_session",
+    "export_trace",
     "read_bundle",
     "replay",
 ]

@@ -26,9 +26,10 @@ from naga.v1 import agent_pb2 as apb
 from naga.v1 import replay_pb2 as rpb
 from naga_core.agent import TRACE_KINDS
 from naga_core.errors import InvalidRecord, NagaError, ProofError
-from naga_core.ledger import BlobStore, CheckpointVerifier, Ledger, node_hash, verify_inclusion
+from naga_core.ledger import BlobStore, CheckpointVerifier, Ledger, verify_inclusion
 from naga_core.ledger._record import decode_body, leaf_hash_of
 from naga_core.replay._errors import BundleInvalid, BundleTampered, NothingToExport
+from naga_core.replay._source import LedgerSource, Scanned, TraceSource
 
 MAGIC = b"NAGARPL\n"
 #: The one format this code writes and reads.
@@ -63,13 +64,14 @@ class Bundle:
 # --- export ----------------------------------------------------------------------------
 
 
-def export_session(ledger: Ledger, blobs: BlobStore, session: str) -> rpb.ReplayBundle:
-    """Every turn.* record of ``session``, its blobs, proofs to one checkpoint."""
-    head = ledger.head()
-    size = head.size
+def export_trace(source: TraceSource, session: str) -> rpb.ReplayBundle:
+    """Every turn.* record of ``session``, its blobs, proofs to one
+    checkpoint: the tree as ``source`` had it when the export began."""
+    pinned = source.pin()
+    size = pinned.size
     out = rpb.ReplayBundle(session=session, tree_size=size, naga_version=_version())
-    picked: list[tuple[int, bytes, bytes, str, tuple[bytes, ...]]] = []
-    for r in ledger.iter_records(0, size):
+    picked: list[Scanned] = []
+    for r in source.scan(size):
         if r.kind not in TRACE_KINDS:
             continue
         try:
@@ -77,30 +79,41 @@ def export_session(ledger: Ledger, blobs: BlobStore, session: str) -> rpb.Replay
         except DecodeError:
             continue  # not a trace record after all: `naga ledger verify` judges it
         if body.session == session:
-            picked.append((r.seq, r.body, r.leaf_hash, r.kind, r.blob_refs))
+            picked.append(r)
     if not picked:
         raise NothingToExport(f"the ledger has no trace of session {session!r}")
-    levels = _tree_levels([ledger.leaf_hash(i) for i in range(size)])
     seen: set[bytes] = set()
-    for seq, raw, leaf, kind, refs in picked:
+    for r in picked:
+        proven = source.prove(r.seq, size)
         out.records.append(
-            rpb.BundleRecord(body=raw, seq=seq, kind=kind, leaf_hash=leaf, proof=_path(levels, seq))
+            rpb.BundleRecord(
+                body=proven.body,
+                seq=r.seq,
+                kind=r.kind,
+                leaf_hash=proven.leaf_hash,
+                proof=proven.path,
+            )
         )
-        for digest in refs:
+        for digest in r.blob_refs:
             if digest in seen:
                 continue
             seen.add(digest)
             try:
-                data = blobs.get(digest)
+                data = source.blob(digest)
             except NagaError as exc:
                 raise NothingToExport(
-                    f"record {seq} names blob {digest.hex()}, which cannot be read: {exc}"
+                    f"record {r.seq} names blob {digest.hex()}, which cannot be read: {exc}"
                 ) from None
             out.blobs.append(rpb.BundleBlob(digest=digest, data=data))
-    out.checkpoint = ledger.checkpoint(size)
-    out.vkey = ledger.signer.verifier().vkey()
+    out.checkpoint = pinned.checkpoint
+    out.vkey = pinned.vkey
     out.exported_ns = time.time_ns()
     return out
+
+
+def export_session(ledger: Ledger, blobs: BlobStore, session: str) -> rpb.ReplayBundle:
+    """:func:`export_trace` from ledger files this process opened."""
+    return export_trace(LedgerSource(ledger, blobs), session)
 
 
 def _version() -> str:
@@ -108,30 +121,6 @@ def _version() -> str:
         return importlib.metadata.version("naga")
     except importlib.metadata.PackageNotFoundError:  # run from a checkout, not installed
         return "unknown"
-
-
-def _tree_levels(leaves: list[bytes]) -> list[list[bytes]]:
-    """Every level of the RFC 9162 tree, leaves first. A node without a
-    right sibling moves up unchanged, which builds the same tree as the
-    RFC's largest-power-of-two split, in one pass instead of one per proof."""
-    levels = [leaves]
-    while len(levels[-1]) > 1:
-        below = levels[-1]
-        up = [node_hash(below[i], below[i + 1]) for i in range(0, len(below) - 1, 2)]
-        if len(below) % 2:
-            up.append(below[-1])
-        levels.append(up)
-    return levels
-
-
-def _path(levels: Sequence[list[bytes]], index: int) -> list[bytes]:
-    path: list[bytes] = []
-    for level in levels[:-1]:
-        sibling = index ^ 1
-        if sibling < len(level):
-            path.append(level[sibling])
-        index >>= 1
-    return path
 
 
 def encode_bundle(bundle: rpb.ReplayBundle) -> bytes:
@@ -283,5 +272,6 @@ __all__ = [
     "decode_bundle",
     "encode_bundle",
     "export_session",
+    "export_trace",
     "read_bundle",
 ]

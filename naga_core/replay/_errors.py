@@ -24,4 +24,9 @@ class NothingToExport(ReplayError):
     """The ledger holds no trace of the session."""
 
 
-__all__ = ["BundleInvalid", "BundleTampered", "NothingToExport", "ReplayError"]
+class SourceFailed(ReplayError):
+    """The running core could not be read from during an export (it
+    stopped, refused, or sent something inconsistent)."""
+
+
+__all__ = ["BundleInvalid", "BundleTampered", "NothingToExport", "ReplayError", "SourceFailed"]

@@ -1,6 +1,7 @@
 """A session recorded through the real core, its sandboxed executors and the
-provider plugin against the fake model server; the core is stopped before
-the tests export it (export reads the ledger files)."""
+provider plugin against the fake model server. It is exported once through
+the running core (and an unknown session asked for), then the core is
+stopped and the tests export it from the ledger files."""
 
 from __future__ import annotations
 
@@ -42,8 +43,13 @@ __all__ = ["FAILING", "SESSION", "Recorded", "model_server", "recorded"]
 @dataclass(frozen=True)
 class Recorded:
     home: str
-    #: What `naga replay export` said while the core still ran.
-    refused_while_running: dict[str, object]
+    #: `naga replay export` through the running core: what it said, and the bundle.
+    online: dict[str, object]
+    online_bundle: bytes
+    #: What it said of a session the ledger has no trace of, core running.
+    online_unknown: dict[str, object]
+    #: The ledger's size when the core was asked to stop.
+    size_at_stop: int
 
 
 def _echo(call_id: str, text: str) -> tuple[str, str, str]:
@@ -90,19 +96,24 @@ def recorded(model_server: ServerThread) -> Iterator[Recorded]:
                     Reply.answer(tool_calls=(_echo("call_b", "b"),), usage=(900, 200))
                 )
                 assert error(turn(c, FAILING, "spend")).kind == tpb.TURN_ERROR_KIND_BUDGET
-            refused = _export_json(home, os.path.join(root, "early.bundle"))
+            online_path = os.path.join(root, "online.bundle")
+            online = _export_json(home, SESSION, online_path)
+            unknown = _export_json(home, "s-never", os.path.join(root, "never.bundle"))
             with core.client() as c:
+                size = c.head().size
                 c.shutdown("recorded")
             assert not core.join().failed
-        yield Recorded(home, refused)
+        with open(online_path, "rb") as f:
+            online_bundle = f.read()
+        yield Recorded(home, online, online_bundle, unknown, size)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _export_json(home: str, out: str) -> dict[str, object]:
+def _export_json(home: str, session: str, out: str) -> dict[str, object]:
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        code = cli_main(["replay", "export", SESSION, "-o", out, "--home", home, "--json"])
+        code = cli_main(["replay", "export", session, "-o", out, "--home", home, "--json"])
     data: dict[str, object] = json.loads(buf.getvalue())
     data["code"] = code
     return data

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from naga.v1 import model_pb2 as mpb
 from naga_core.ledger import inclusion_proof, root, verify_inclusion
-from naga_core.replay._bundle import _path, _tree_levels  # pyright: ignore[reportPrivateUsage]
 from naga_core.replay._run import _strip_steers  # pyright: ignore[reportPrivateUsage]
+from naga_core.replay._source import _path, _tree_levels  # pyright: ignore[reportPrivateUsage]
 
 
 def _leaves(n: int) -> list[bytes]:

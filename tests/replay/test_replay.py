@@ -46,11 +46,42 @@ def _run(
     return _cli(capsys, "replay", "run", str(path), *flags)
 
 
-def test_export_refuses_while_the_core_runs(recorded: Recorded) -> None:
-    refused = recorded.refused_while_running
-    assert refused["code"] == 1
-    assert "is running and owns the ledger" in str(refused["error"])
-    assert "naga daemon stop" in str(refused["error"])
+def test_export_through_the_running_core_reproduces(
+    recorded: Recorded, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert recorded.online["code"] == 0, recorded.online
+    assert recorded.online["via"] == "core"
+    code, data = _run(tmp_path, capsys, recorded.online_bundle)
+    assert code == 0, data
+    assert data["reproduced"] == 3
+    assert data["divergence"] is None
+
+
+def test_online_and_offline_exports_of_one_state_are_the_same_bundle(
+    recorded: Recorded, bundle_bytes: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    online = decode_bundle(recorded.online_bundle)
+    offline = decode_bundle(bundle_bytes)
+    # Stopping the core appends nothing: both saw one ledger state.
+    assert online.tree_size == offline.tree_size == recorded.size_at_stop
+    assert online.exported_ns <= offline.exported_ns
+    online.exported_ns = offline.exported_ns = 0
+    assert online == offline
+    assert encode_bundle(online) == encode_bundle(offline)
+
+
+def test_exporting_an_unknown_session_is_named(
+    recorded: Recorded, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert recorded.online_unknown["code"] == 1
+    assert "no trace of session 's-never'" in str(recorded.online_unknown["error"])
+    out = tmp_path / "never.bundle"
+    code, data = _cli(
+        capsys, "replay", "export", "s-never", "-o", str(out), "--home", recorded.home
+    )
+    assert code == 1
+    assert "no trace of session 's-never'" in data["error"]
+    assert not out.exists()
 
 
 def test_the_recorded_session_reproduces_exactly(
