@@ -98,9 +98,17 @@ def test_grpc_module_exposes_the_ledger_service() -> None:
 
     service = ledger_pb2.DESCRIPTOR.services_by_name["LedgerService"]
     assert service.full_name == "naga.v1.LedgerService"
-    rpcs = {"GetHead", "GetRecords", "ProveInclusion", "ProveConsistency", "Subscribe"}
+    rpcs = {
+        "GetHead",
+        "GetRecords",
+        "ProveInclusion",
+        "ProveConsistency",
+        "Subscribe",
+        "GetBlob",
+    }
     assert set(service.methods_by_name) == rpcs
     assert service.methods_by_name["Subscribe"].server_streaming
+    assert service.methods_by_name["GetBlob"].server_streaming
     for name in rpcs:
         assert callable(getattr(ledger_pb2_grpc.LedgerServiceServicer, name))
 
@@ -136,6 +144,11 @@ class _OneRecordLedger(ledger_pb2_grpc.LedgerServiceServicer):
         self, request: ledger_pb2.SubscribeRequest, context: grpc.ServicerContext
     ) -> Iterator[ledger_pb2.SubscribeEvent]:
         yield ledger_pb2.SubscribeEvent(caught_up=ledger_pb2.CaughtUp(next_seq=1))
+
+    def GetBlob(  # noqa: N802
+        self, request: ledger_pb2.GetBlobRequest, context: grpc.ServicerContext
+    ) -> Iterator[ledger_pb2.BlobChunk]:
+        yield ledger_pb2.BlobChunk(data=b"", size=0)
 
 
 @pytest.fixture
