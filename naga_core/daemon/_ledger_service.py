@@ -91,9 +91,12 @@ class LedgerServicer:
         size = self._core.ledger.size
         tree = _checks.seq_at_most("tree_size", req.tree_size, size) or size
         if req.seq >= tree:
-            raise RequestRefused.out_of_range(
-                f"seq {req.seq} is past the end of the tree proven against ({tree} records)"
+            end = (
+                f"the ledger's end (it has {size} records)"
+                if req.tree_size == 0
+                else f"the end of the tree proven against ({tree} records)"
             )
+            raise RequestRefused.out_of_range(f"seq {req.seq} is past {end}")
         p = self._core.ledger.prove_inclusion(req.seq, tree)
         return lpb.InclusionProof(
             seq=p.seq,

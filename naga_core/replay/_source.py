@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from naga.constants import MAX_PAGE_ENTRIES
 from naga.sdk import Client
 from naga.sdk.errors import SdkError
 from naga_core.ledger import BlobStore, CheckpointVerifier, Ledger, node_hash
@@ -118,7 +119,7 @@ class CoreSource:
         seq = 0
         while seq < size:
             try:
-                page = self._client.records(seq)
+                page = self._client.records(seq, MAX_PAGE_ENTRIES)
             except SdkError as exc:
                 raise SourceFailed(f"naga-core: reading records from {seq}: {exc}") from None
             if not page:
