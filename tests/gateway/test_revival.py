@@ -17,7 +17,7 @@ from naga_core.daemon import GatewayOptions
 from naga_core.kernel._kernel import EFFECT_KIND
 from naga_core.supervisor import RestartPolicy
 from tests.daemon.conftest import core_in_thread, home
-from tests.gateway.test_port_setting import _console_answers, _free_ports, _gateway_row
+from tests.gateway._ports import console_answers, free_ports, gateway_row
 
 __all__ = ["home"]  # the fixture, used by name below
 
@@ -33,7 +33,7 @@ def _until(descriptions: Iterator[str], part: str) -> str:
 
 
 def test_a_gateway_that_gave_up_is_revived_by_a_new_port_setting(home: str) -> None:
-    busy, free = _free_ports(2)
+    busy, free = free_ports(2)
     with core_in_thread(home) as core, core.client() as c:
         c.set_setting_text("gateway.port", str(busy))
         c.shutdown("port set")
@@ -56,14 +56,14 @@ def test_a_gateway_that_gave_up_is_revived_by_a_new_port_setting(home: str) -> N
             gave_up = _until(said, "gave up")
             assert f"the gateway did not start on port {busy}" in gave_up
             assert "crash loop: 2 failures within 60 s" in gave_up
-            row = _gateway_row(list(c.status().processes))
+            row = gateway_row(list(c.status().processes))
             assert row.state == cpb.PROCESS_STATE_FAILED
             assert f"did not start on port {busy}" in row.detail
             assert "`naga config set gateway.port PORT` starts it again on PORT" in row.detail
 
             # Any other change leaves it given up; only the port revives it.
             c.set_setting_text("model.provider", "local")
-            assert _gateway_row(list(c.status().processes)).state == cpb.PROCESS_STATE_FAILED
+            assert gateway_row(list(c.status().processes)).state == cpb.PROCESS_STATE_FAILED
 
             c.set_setting_text("gateway.port", str(free))
             revived = _until(said, "revived")
@@ -72,10 +72,10 @@ def test_a_gateway_that_gave_up_is_revived_by_a_new_port_setting(home: str) -> N
                 f"gateway: revived on port {free} after it gave up on port {busy} "
                 "(gateway.port changed)"
             )
-            row = _gateway_row(list(c.status().processes))
+            row = gateway_row(list(c.status().processes))
             assert row.state == cpb.PROCESS_STATE_RUNNING
             assert row.detail == f"http://127.0.0.1:{free}/"
-            trio.run(_console_answers, free)
+            trio.run(console_answers, free)
             c.shutdown("test done")
             assert not core.join().failed
     finally:
@@ -83,7 +83,7 @@ def test_a_gateway_that_gave_up_is_revived_by_a_new_port_setting(home: str) -> N
 
 
 def test_a_pinned_port_that_gave_up_says_to_restart_the_core(home: str) -> None:
-    (busy,) = _free_ports(1)
+    (busy,) = free_ports(1)
     squatter = socket.socket()
     squatter.bind(("127.0.0.1", busy))
     squatter.listen()
