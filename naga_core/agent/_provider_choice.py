@@ -9,8 +9,9 @@ against providers.json (docs/design/models.md, "Choosing the provider").
 * Anything else is :class:`NoModelProvider` naming the setting and the
   names it could hold: never a silent fallback to another provider.
 
-The choice is made per model call from the setting's current value, so a
-change (or a rollback of one) takes effect at the next call.
+The choice is made per model call from the setting's current value and the
+file as it is now (:mod:`naga_core.agent._provider_reload`), so a change of
+either (or a rollback of the setting) takes effect at the next call.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ LOCAL = "local"
 
 @attrs.frozen
 class ProviderFile:
-    """providers.json as the core read it at start: parsed, absent, or refused."""
+    """providers.json as the core last read it: parsed, absent, or refused."""
 
     providers: Providers | None
     #: Why the file was refused ("" when it was read or is absent).

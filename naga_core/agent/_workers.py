@@ -8,9 +8,11 @@ core and kept warm, and a turn takes an idle one. The provider worker runs
 provider's host and port from providers.json; its manifest is written by
 the core (into ``$NAGA_HOME/work/provider``) because its egress is the
 configuration's. Which provider runs is the ``model.provider`` setting
-(:mod:`naga_core.agent._provider_choice`), read at every model call: when it
-names another provider than the running worker's, a worker for the new one
-is started and the old one stopped once its calls in flight have ended. The
+(:mod:`naga_core.agent._provider_choice`) read against providers.json
+(:mod:`naga_core.agent._provider_reload`, re-read when it changed), both
+at every model call: when they name another provider, or the same one with
+another config, than the running worker's, a worker for the new one is
+started and the old one stopped once its calls in flight have ended. The
 embedded local model server (:mod:`naga_core._localmodel`, the
 ``model_server`` sandbox profile) is started at the first call that needs
 it, and stopped when the setting moves away from it.
@@ -22,7 +24,6 @@ import dataclasses
 import logging
 import os
 import time
-import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,6 @@ import trio
 import naga_plugins.executor
 import sandbox
 from naga.plugin import Manifest
-from naga.v1 import agent_pb2 as apb
 from naga_core._home import Home
 from naga_core._localmodel import (
     LocalModelEndpoint,
@@ -40,46 +40,22 @@ from naga_core._localmodel import (
     LocalModelSettings,
     serve_local_model,
 )
-from naga_core._providers import NoProviderConfigured, Provider, Providers, ProvidersFileError
+from naga_core._providers import Provider
 from naga_core.agent._config import AgentConfig
 from naga_core.agent._errors import NoExecutor, NoModelProvider
-from naga_core.agent._provider_choice import SETTING, Choice, ProviderFile, choose
+from naga_core.agent._provider_choice import SETTING, Choice, choose
+from naga_core.agent._provider_manifest import clear_configs, remove_config, write_provider
+from naga_core.agent._provider_reload import ProviderFileWatch
 from naga_core.errors import NagaError
 from naga_core.kernel import Settings
 from naga_core.plugins import Installed, OnProgress, Worker, WorkerState, journaled
 from naga_core.plugins._host import Core
 from naga_core.supervisor import WorkerTuning
-from naga_plugins.providers import CONFIG_FILE, PROVIDER_PLUGIN, PROVIDER_TOOL
+from naga_plugins.providers import PROVIDER_TOOL
 
 log = logging.getLogger("naga.agent")
 
 EXECUTOR_DIR = os.path.dirname(os.path.abspath(naga_plugins.executor.__file__))
-
-_PROVIDER_MANIFEST = """\
-name = "{name}"
-version = "1.0.0"
-kind = "model_provider"
-description = "Model calls to {provider} ({api}), written by naga-core from providers.json"
-entry = "naga_plugins.providers:main"
-
-[limits]
-call_timeout_s = 30
-max_concurrent_calls = 8
-
-[[egress]]
-host = "{host}"
-port = {port}
-
-[[tools]]
-name = "{tool}"
-risk = "R0"
-description = "One chat completion; a base64 naga.v1.ChatRequest"
-
-[tools.params.request]
-type = "string"
-max_length = 60000
-"""
-
 
 #: The local model server's role in ``naga daemon status``.
 LOCAL_MODEL_ROLE = "local-model"
@@ -107,12 +83,6 @@ def _with_call_timeout(tuning: WorkerTuning, call_timeout_s: float) -> WorkerTun
     return dataclasses.replace(tuning, call_timeout_s=call_timeout_s)
 
 
-def _host_port(base_url: str) -> tuple[str, int]:
-    url = urllib.parse.urlsplit(base_url)
-    port = url.port or (443 if url.scheme == "https" else 80)
-    return url.hostname or "", port
-
-
 class AgentWorkers:
     """Owns the executor pool and the provider worker for one core."""
 
@@ -136,9 +106,10 @@ class AgentWorkers:
         self.provider: Worker | None = None
         self.provider_name = ""
         self.provider_problem = ""
-        self._provider_config: apb.ProviderConfig | None = None
         self._settings: Settings | None = None
-        self._file = ProviderFile.absent()
+        self._watch = ProviderFileWatch(home)
+        #: Numbers each provider worker's config directory.
+        self._generation = 0
         #: What ``provider`` serves; None while no worker runs.
         self._current: Choice | None = None
         # One switch at a time; calls in flight per worker, so that a
@@ -175,7 +146,7 @@ class AgentWorkers:
                 self._idle.append(worker)
                 nursery.start_soon(worker.run)
             self._settings = Settings(core.kernel)
-            self._file = self._read_providers()
+            await trio.to_thread.run_sync(clear_configs, self._home.root)
             try:
                 choice = self._choice()
             except NoModelProvider as exc:
@@ -236,7 +207,6 @@ class AgentWorkers:
         )
 
     def _spawn_provider(self, plugin: Installed, fd: int) -> sandbox.Sandboxed:
-        assert self._provider_config is not None
         m = plugin.manifest
         work = os.path.join(self._home.root, "work", "model-provider")
         os.makedirs(work, mode=0o700, exist_ok=True)
@@ -257,50 +227,13 @@ class AgentWorkers:
             ready_timeout=self._tuning.launch_timeout_s,
         )
 
-    def _read_providers(self) -> ProviderFile:
-        try:
-            return ProviderFile.read(Providers.load(self._home))
-        except NoProviderConfigured:
-            return ProviderFile.absent()
-        except ProvidersFileError as exc:
-            log.warning("providers.json refused: %s", exc)
-            return ProviderFile.refused(f"{exc}")
-
     def _write_manifest(self, provider: Provider, *, embedded: bool = False) -> Installed:
-        host, port = _host_port(provider.base_url)
-        # Beside the work directory, not in it: the sandbox maps this one
-        # read-only. One per provider, so a replaced worker still draining
-        # keeps its own; ".embedded" cannot be a providers.json name.
-        directory = os.path.join(
-            self._home.root, "work", "provider-config", ".embedded" if embedded else provider.name
+        self._generation += 1
+        installed, _config = write_provider(
+            self._home.root, provider, self._config, self._generation, embedded=embedded
         )
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        path = os.path.join(directory, "plugin.toml")
-        text = _PROVIDER_MANIFEST.format(
-            name=PROVIDER_PLUGIN,
-            provider=provider.name,
-            api=provider.api,
-            host=host,
-            port=port,
-            tool=PROVIDER_TOOL,
-        )
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
         self.provider_name = provider.name
-        self._provider_config = apb.ProviderConfig(
-            provider=provider.name,
-            api=provider.api,
-            base_url=provider.base_url,
-            api_key=provider.api_key,
-            model=provider.model,
-            read_timeout_s=self._config.model_read_timeout_s,
-            max_retries=self._config.model_max_retries,
-        )
-        config = os.path.join(directory, CONFIG_FILE)
-        fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(self._provider_config.SerializeToString())
-        return Installed(Manifest.load(path), directory, shipped=True)
+        return installed
 
     # --- use ----------------------------------------------------------------------------
 
@@ -331,7 +264,7 @@ class AgentWorkers:
     def _choice(self) -> Choice:
         assert self._settings is not None, "serve() reads the settings first"
         setting = self._settings.get_text(SETTING)
-        return choose(setting, self._file, local_allowed=self._config.local_model)
+        return choose(setting, self._watch.current(), local_allowed=self._config.local_model)
 
     async def _provider_for_call(self) -> Worker:
         """The worker of the provider the setting names now, started (and
@@ -341,12 +274,18 @@ class AgentWorkers:
                 choice = self._choice()
             except NoModelProvider as exc:
                 self.provider_problem = f"{exc}"
+                if self._watch.current().problem and self.provider is not None:
+                    # A refused file is no licence to go on with the old one's key.
+                    old, self.provider, self._current = self.provider, None, None
+                    log.info("model provider %s stopped: file refused", self.provider_name)
+                    self._retire(old)
                 raise
             if self.provider is not None and self._current == choice:
                 return self.provider
             old, self.provider, self._current = self.provider, None, None
             if old is not None:
-                log.info("model provider: %s -> %s (%s)", self.provider_name, choice.name, SETTING)
+                why = SETTING if choice.name != self.provider_name else "providers.json changed"
+                log.info("model provider: %s -> %s (%s)", self.provider_name, choice.name, why)
                 self._retire(old)
             if choice.provider is None:
                 await self._start_local_model(choice)
@@ -369,6 +308,9 @@ class AgentWorkers:
 
     def _stop(self, worker: Worker) -> None:
         worker.stop()
+        if worker is not self.provider:
+            # Its process read its config at start; the key should not linger.
+            remove_config(self._home.root, worker.plugin)
         if worker is self._local_worker:
             self._local_worker = None
             status = self._local_status

@@ -18,6 +18,13 @@ else the ``gateway.port`` setting, read at every launch; while it runs, a
 change of the setting makes the core stop it and start it on the new port
 at once (a ledger entry says so; it is not counted as a failure). WebSocket
 connections drop; the console must be opened at the new port.
+
+After a crash loop the core gives up (FAILED in ``naga daemon status``, with
+the cause and what to do). A change of ``gateway.port`` revives it: its
+failures are forgotten and it is started on the new port (a ledger entry
+says so), as when the owner frees the port by moving the console. A port
+pinned by ``--gateway-port`` is the run's: only a restart of the core tries
+again.
 """
 
 from __future__ import annotations
@@ -135,6 +142,7 @@ class GatewayProcess:
         history = self._options.restart.history()
         first = True
         moved_from: int | None = None
+        revived_from: int | None = None
         while True:
             self.state = cpb.PROCESS_STATE_STARTING
             port = self.port
@@ -148,7 +156,9 @@ class GatewayProcess:
                     task_status.started()
                     first = False
                 said = "" if moved_from is None else f"moved from port {moved_from} to {port}"
-                moved_from = None
+                if revived_from is not None:
+                    said = f"revived on port {port} after it gave up on port {revived_from}"
+                moved_from = revived_from = None
                 moved, cause = await self._watch(proc, out, port, note, said)
                 if moved:  # not a failure: no backoff, no crash-loop count
                     moved_from = port
@@ -159,13 +169,44 @@ class GatewayProcess:
             self.pid = 0
             self.detail = cause
             decision = history.failed(time.monotonic())
-            log.warning("%s (%s)", cause, decision.describe(self._options.restart))
-            await note(f"gateway: {cause}; {decision.describe(self._options.restart)}")
+            outlook = decision.describe(self._options.restart)
+            if decision.give_up:
+                outlook = (
+                    f"crash loop: {decision.failures} failures within "
+                    f"{self._options.restart.loop_window_s:g} s; gave up: {self._revive_hint()}"
+                )
+                self.detail = f"{cause}; {outlook}"
+            log.warning("%s (%s)", cause, outlook)
+            await note(f"gateway: {cause}; {outlook}")
             if decision.give_up:
                 self.state = cpb.PROCESS_STATE_FAILED
-                return
+                if not await self._port_moved(port):
+                    return
+                history.reset()
+                revived_from = port
+                continue
             self.state = cpb.PROCESS_STATE_STARTING
             await trio.sleep(decision.delay_s)
+
+    def _follows_setting(self) -> bool:
+        return self._settings_changed is not None and self._options.port is None
+
+    def _revive_hint(self) -> str:
+        if self._follows_setting():
+            return "`naga config set gateway.port PORT` starts it again on PORT"
+        if self._options.port is not None:
+            return f"--gateway-port {self._options.port} pins this run's port; restart the core"
+        return "restart the core to try again"
+
+    async def _port_moved(self, port: int) -> bool:
+        """Return once ``gateway.port`` no longer says ``port`` (False at
+        once when the port is pinned or not followed)."""
+        changed = self._settings_changed
+        if changed is None or self._options.port is not None:
+            return False
+        while self.port == port:
+            await changed()
+        return True
 
     @property
     def port(self) -> int:

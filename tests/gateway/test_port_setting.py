@@ -4,8 +4,6 @@ when the setting changes (a ledger entry says so once it serves there)."""
 
 from __future__ import annotations
 
-import socket
-
 import trio
 
 from naga.v1 import core_pb2 as cpb
@@ -15,36 +13,13 @@ from naga_core._home import Home
 from naga_core.daemon import GatewayOptions
 from naga_core.kernel._kernel import EFFECT_KIND
 from tests.daemon.conftest import core_in_thread, home
-from tests.gateway._client import WsClient
+from tests.gateway._ports import console_answers, free_ports, gateway_row
 
 __all__ = ["home"]  # the fixture, used by name below
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:  # all bound at once: n distinct ports
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _gateway_row(rows: list[cpb.ProcessStatus]) -> cpb.ProcessStatus:
-    (row,) = [r for r in rows if r.role == "gateway"]
-    return row
-
-
-async def _console_answers(port: int) -> None:
-    with trio.fail_after(20):
-        c = await WsClient.open(port)
-        assert (await c.connect())["trust"] == "owner"
-        await c.aclose()
-
-
 def test_the_gateway_follows_the_port_setting_when_no_flag_pins_it(home: str) -> None:
-    first, second = _free_ports(2)
+    first, second = free_ports(2)
     # The setting is the core's: set it once with a core that runs no gateway
     # (the default port belongs to the machine, not to the tests).
     with core_in_thread(home) as core, core.client() as c:
@@ -54,7 +29,7 @@ def test_the_gateway_follows_the_port_setting_when_no_flag_pins_it(home: str) ->
 
     with core_in_thread(home, gateway=GatewayOptions(enabled=True)) as core:
         assert core.info.webchat_url == f"http://127.0.0.1:{first}/"
-        trio.run(_console_answers, first)
+        trio.run(console_answers, first)
         with core.client() as c:
             events = c.subscribe(c.head().size, kinds=[EFFECT_KIND], timeout=30)
             c.set_setting_text("gateway.port", str(second))
@@ -66,10 +41,10 @@ def test_the_gateway_follows_the_port_setting_when_no_flag_pins_it(home: str) ->
                         break
             events.cancel()
             assert said == f"gateway: moved from port {first} to {second} (gateway.port changed)"
-            row = _gateway_row(list(c.status().processes))
+            row = gateway_row(list(c.status().processes))
             assert row.state == cpb.PROCESS_STATE_RUNNING
             assert row.detail == f"http://127.0.0.1:{second}/"
-            trio.run(_console_answers, second)
+            trio.run(console_answers, second)
             # `naga doctor` probes where the gateway is now, not the default.
             (port_check,) = [x for x in checks_for(Home(home)) if x.name == "webchat port"]
             probed = port_check.run()
@@ -80,7 +55,7 @@ def test_the_gateway_follows_the_port_setting_when_no_flag_pins_it(home: str) ->
 
 
 def test_the_flag_wins_over_the_setting_for_its_run(home: str) -> None:
-    pinned, setting = _free_ports(2)
+    pinned, setting = free_ports(2)
     with core_in_thread(home) as core, core.client() as c:
         c.set_setting_text("gateway.port", str(setting))
         c.shutdown("port set")

@@ -1,0 +1,36 @@
+"""Helpers for tests that start a core's gateway on chosen ports."""
+
+from __future__ import annotations
+
+import socket
+
+import trio
+
+from naga.v1 import core_pb2 as cpb
+from tests.gateway._client import WsClient
+
+
+def free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:  # all bound at once: n distinct ports
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def gateway_row(rows: list[cpb.ProcessStatus]) -> cpb.ProcessStatus:
+    (row,) = [r for r in rows if r.role == "gateway"]
+    return row
+
+
+async def console_answers(port: int) -> None:
+    with trio.fail_after(20):
+        c = await WsClient.open(port)
+        assert (await c.connect())["trust"] == "owner"
+        await c.aclose()
+
+
+__all__ = ["console_answers", "free_ports", "gateway_row"]
