@@ -1,20 +1,30 @@
 """What this kernel offers the sandbox: :func:`detect`.
 
 Every probe asks the kernel without changing this process: namespace probes
-run in a forked child that exits at once, the seccomp TSYNC probe passes a
-null filter the kernel rejects after checking the flag.
+run in a fresh interpreter that exits at once, the seccomp TSYNC probe
+passes a null filter the kernel rejects after checking the flag.
+
+Not ``os.fork()``: the callers are threaded (gRPC, trio worker threads), and
+a forked child of a threaded process that runs Python inherits locks held
+by threads that do not exist in it; under load such a child aborted, the
+probe read "no namespaces" and every launch that followed was refused as
+degraded. A fork that execs at once (subprocess) runs nothing of ours.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import subprocess
+import sys
 from dataclasses import dataclass
 
 import pyseccomp as seccomp  # pyright: ignore[reportMissingTypeStubs]
 
 from sandbox import _landlock, _linux
 
+#: A probe interpreter starts in tens of milliseconds; a stuck one is no answer.
+_PROBE_TIMEOUT_S = 10.0
 _SECCOMP_SET_MODE_FILTER = 1
 _SECCOMP_FILTER_FLAG_TSYNC = 1
 
@@ -100,18 +110,28 @@ def _seccomp_tsync() -> bool:
     return True  # unreachable in practice: a null filter is never accepted
 
 
+#: Runs in the probe's interpreter: unshare(argv[1]), exit 0 if it worked.
+_UNSHARE_PROBE = (
+    "import ctypes, sys; "
+    "sys.exit(0 if ctypes.CDLL(None, use_errno=True).unshare(int(sys.argv[1])) == 0 else 1)"
+)
+
+
 def _can_unshare(flags: int) -> bool:
     """Whether ``unshare(flags)`` succeeds, tried in a child that exits at once."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - measured through the exit status
-        code = 0
-        try:
-            _linux.unshare(flags)
-        except OSError:
-            code = 1
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status) == 0
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", _UNSHARE_PROBE, str(flags)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={},
+            timeout=_PROBE_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
 
 
 def _no_new_privs() -> bool:

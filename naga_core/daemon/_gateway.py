@@ -107,6 +107,7 @@ class GatewayProcess:
         self.url = ""
         #: The read end of the lifeline each gateway launch inherits.
         self._lifeline = -1
+        self._kernel: sandbox.KernelReport | None = None
 
     def row(self) -> cpb.ProcessStatus:
         running = self.state == cpb.PROCESS_STATE_RUNNING
@@ -127,6 +128,8 @@ class GatewayProcess:
     ) -> None:
         """Run the gateway until cancelled; started after the first attempt
         (whether it came up or not: the core does not wait on its gateway)."""
+        # What the kernel offers is asked once, not at every (re)launch.
+        self._kernel = await trio.to_thread.run_sync(sandbox.detect)
         # The write end stays here, unwritten, for as long as the core lives.
         self._lifeline, kept = os.pipe()
         try:
@@ -247,6 +250,7 @@ class GatewayProcess:
                     ],
                     work_dir=work,
                     pass_fds=[self._lifeline],
+                    kernel=self._kernel,
                     env={sandbox.TOKEN_ENV: base64.b64encode(token).decode("ascii")},
                     stdout=w,
                 )
