@@ -53,6 +53,12 @@ class Peer:
         return Scope.OTHER
 
 
+def _encoded_rest(event: str, session: str, data: dict[str, Any]) -> str:
+    """An event frame's JSON after its ``seq`` member, up to the closing brace."""
+    body = json.dumps({"event": event, "session": session, "data": data}, ensure_ascii=False)
+    return body[1:]
+
+
 class Stream:
     """One peer's numbered events (seq from 1), the last ``STREAM_BUFFER``
     kept for resuming."""
@@ -65,15 +71,15 @@ class Stream:
         self._changed = trio.Event()
 
     def push(self, event: str, session: str, data: dict[str, Any]) -> None:
+        self.push_encoded(_encoded_rest(event, session, data))
+
+    def push_encoded(self, rest: str) -> None:
+        """Number and keep one event whose fields after ``seq`` are already
+        encoded (:func:`_encoded_rest`): an event shown to many peers is
+        encoded once, not once per stream."""
         self.last_seq += 1
-        frame: dict[str, Any] = {
-            "type": "event",
-            "seq": self.last_seq,
-            "event": event,
-            "session": session,
-            "data": data,
-        }
-        self._buf.append((self.last_seq, json.dumps(frame, ensure_ascii=False).encode()))
+        frame = f'{{"type": "event", "seq": {self.last_seq}, {rest}'
+        self._buf.append((self.last_seq, frame.encode()))
         self._changed.set()
         self._changed = trio.Event()
 
@@ -127,10 +133,13 @@ class Hub:
         tool: str | None = None,
     ) -> None:
         risk = None if tool is None else self.tool_risk.get(tool)
+        rest: str | None = None
         for stream in self._streams.values():
             peer = stream.peer
             if peer.policy.sees(kind, peer.scope(session, origin), risk):
-                stream.push(kind.value, session, data)
+                if rest is None:
+                    rest = _encoded_rest(kind.value, session, data)
+                stream.push_encoded(rest)
 
     # --- the lanes' listener -----------------------------------------------------
 
