@@ -133,5 +133,16 @@ class KernelCalls(Rpc):
             if exc.code != "CANCELLED":
                 raise
 
+    def restart_gateway(
+        self, reason: str = "", *, timeout: float | None = None
+    ) -> cpb.RestartGatewayResponse:
+        """Restart the core's gateway on its current port with its failures
+        forgotten (as after freeing the port another program held); owner
+        only. Returns once that attempt served (``serving``, ``url``) or
+        failed (``cause``); the core keeps supervising it either way.
+        FailedPrecondition when the core runs without a gateway."""
+        req = cpb.RestartGatewayRequest(reason=reason)
+        return self._write(_SUPERVISOR + "RestartGateway", req, cpb.RestartGatewayResponse, timeout)
+
 
 __all__ = ["KernelCalls", "trust_level"]

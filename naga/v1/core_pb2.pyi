@@ -3,7 +3,8 @@
 isort:skip_file
 The services naga-core serves on its Unix socket ($NAGA_HOME/run/core.sock)
 besides the ledger's read side (ledger.proto): the kernel (history,
-rollback, settings, trust) and the supervisor (processes, shutdown).
+rollback, settings, trust) and the supervisor (processes, shutdown,
+gateway restart).
 
 Every call carries a credential in the `authorization` metadata entry:
 `Naga <base64>`, the owner credential from $NAGA_HOME/run/owner.token, or
@@ -826,3 +827,70 @@ class ShutdownResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ShutdownResponse: _TypeAlias = ShutdownResponse  # noqa: Y015
+
+@_typing.final
+class RestartGatewayRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REASON_FIELD_NUMBER: _builtins.int
+    reason: _builtins.str
+    """Why, for the ledger entry and the core's log; at most 500 characters."""
+    def __init__(
+        self,
+        *,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RestartGatewayRequest: _TypeAlias = RestartGatewayRequest  # noqa: Y015
+
+@_typing.final
+class RestartGatewayResponse(_message.Message):
+    """The outcome of the first attempt to start the gateway after the restart.
+    Whether it served or not, the core goes on supervising it as before: a
+    failed attempt is retried with backoff, and a crash loop gives up again.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SERVING_FIELD_NUMBER: _builtins.int
+    PORT_FIELD_NUMBER: _builtins.int
+    URL_FIELD_NUMBER: _builtins.int
+    CAUSE_FIELD_NUMBER: _builtins.int
+    GATEWAY_FIELD_NUMBER: _builtins.int
+    serving: _builtins.bool
+    """True when the gateway serves again (state RUNNING)."""
+    port: _builtins.int
+    """The port it was started on: its current one (the `gateway.port`
+    setting, or the run's --gateway-port).
+    """
+    url: _builtins.str
+    """The WebChat console's URL when serving; empty otherwise."""
+    cause: _builtins.str
+    """Why it did not come up, and what the supervisor does next (e.g. the
+    port is held by another process); empty when serving.
+    """
+    @_builtins.property
+    def gateway(self) -> Global___ProcessStatus:
+        """The gateway's row as `Status` shows it, right after the attempt."""
+
+    def __init__(
+        self,
+        *,
+        serving: _builtins.bool = ...,
+        port: _builtins.int = ...,
+        url: _builtins.str = ...,
+        cause: _builtins.str = ...,
+        gateway: Global___ProcessStatus | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["gateway", b"gateway"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cause", b"cause", "gateway", b"gateway", "port", b"port", "serving", b"serving", "url", b"url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RestartGatewayResponse: _TypeAlias = RestartGatewayResponse  # noqa: Y015

@@ -423,6 +423,11 @@ class SupervisorServiceStub:
                 request_serializer=naga_dot_v1_dot_core__pb2.ShutdownRequest.SerializeToString,
                 response_deserializer=naga_dot_v1_dot_core__pb2.ShutdownResponse.FromString,
                 _registered_method=True)
+        self.RestartGateway = channel.unary_unary(
+                '/naga.v1.SupervisorService/RestartGateway',
+                request_serializer=naga_dot_v1_dot_core__pb2.RestartGatewayRequest.SerializeToString,
+                response_deserializer=naga_dot_v1_dot_core__pb2.RestartGatewayResponse.FromString,
+                _registered_method=True)
 
 
 class SupervisorServiceServicer:
@@ -443,6 +448,17 @@ class SupervisorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RestartGateway(self, request, context):
+        """Owner only. Stop the gateway if it runs (or leave the FAILED state it
+        gave up in), forget its crash-loop history and start it on its current
+        port; the answer comes once that attempt served or failed. The restart
+        is a ledger entry. FAILED_PRECONDITION when the core runs without a
+        gateway (`naga daemon start --no-gateway`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SupervisorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -455,6 +471,11 @@ def add_SupervisorServiceServicer_to_server(servicer, server):
                     servicer.Shutdown,
                     request_deserializer=naga_dot_v1_dot_core__pb2.ShutdownRequest.FromString,
                     response_serializer=naga_dot_v1_dot_core__pb2.ShutdownResponse.SerializeToString,
+            ),
+            'RestartGateway': grpc.unary_unary_rpc_method_handler(
+                    servicer.RestartGateway,
+                    request_deserializer=naga_dot_v1_dot_core__pb2.RestartGatewayRequest.FromString,
+                    response_serializer=naga_dot_v1_dot_core__pb2.RestartGatewayResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -512,6 +533,33 @@ class SupervisorService:
             '/naga.v1.SupervisorService/Shutdown',
             naga_dot_v1_dot_core__pb2.ShutdownRequest.SerializeToString,
             naga_dot_v1_dot_core__pb2.ShutdownResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestartGateway(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/naga.v1.SupervisorService/RestartGateway',
+            naga_dot_v1_dot_core__pb2.RestartGatewayRequest.SerializeToString,
+            naga_dot_v1_dot_core__pb2.RestartGatewayResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -3,7 +3,8 @@
 isort:skip_file
 The services naga-core serves on its Unix socket ($NAGA_HOME/run/core.sock)
 besides the ledger's read side (ledger.proto): the kernel (history,
-rollback, settings, trust) and the supervisor (processes, shutdown).
+rollback, settings, trust) and the supervisor (processes, shutdown,
+gateway restart).
 
 Every call carries a credential in the `authorization` metadata entry:
 `Naga <base64>`, the owner credential from $NAGA_HOME/run/owner.token, or
@@ -157,6 +158,13 @@ class SupervisorServiceStub:
     """Graceful stop: the reply is sent, then the core stops accepting calls,
     lets those in flight finish, closes the ledger and exits.
     """
+    RestartGateway: _grpc.UnaryUnaryMultiCallable[_core_pb2.RestartGatewayRequest, _core_pb2.RestartGatewayResponse]
+    """Owner only. Stop the gateway if it runs (or leave the FAILED state it
+    gave up in), forget its crash-loop history and start it on its current
+    port; the answer comes once that attempt served or failed. The restart
+    is a ledger entry. FAILED_PRECONDITION when the core runs without a
+    gateway (`naga daemon start --no-gateway`).
+    """
 
 @_typing.type_check_only
 class SupervisorServiceAsyncStub(SupervisorServiceStub):
@@ -167,6 +175,13 @@ class SupervisorServiceAsyncStub(SupervisorServiceStub):
     Shutdown: _aio.UnaryUnaryMultiCallable[_core_pb2.ShutdownRequest, _core_pb2.ShutdownResponse]  # type: ignore[assignment]
     """Graceful stop: the reply is sent, then the core stops accepting calls,
     lets those in flight finish, closes the ledger and exits.
+    """
+    RestartGateway: _aio.UnaryUnaryMultiCallable[_core_pb2.RestartGatewayRequest, _core_pb2.RestartGatewayResponse]  # type: ignore[assignment]
+    """Owner only. Stop the gateway if it runs (or leave the FAILED state it
+    gave up in), forget its crash-loop history and start it on its current
+    port; the answer comes once that attempt served or failed. The restart
+    is a ledger entry. FAILED_PRECONDITION when the core runs without a
+    gateway (`naga daemon start --no-gateway`).
     """
 
 class SupervisorServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -187,6 +202,19 @@ class SupervisorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_core_pb2.ShutdownResponse, _abc.Awaitable[_core_pb2.ShutdownResponse]]:
         """Graceful stop: the reply is sent, then the core stops accepting calls,
         lets those in flight finish, closes the ledger and exits.
+        """
+
+    @_abc_1.abstractmethod
+    def RestartGateway(
+        self,
+        request: _core_pb2.RestartGatewayRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_core_pb2.RestartGatewayResponse, _abc.Awaitable[_core_pb2.RestartGatewayResponse]]:
+        """Owner only. Stop the gateway if it runs (or leave the FAILED state it
+        gave up in), forget its crash-loop history and start it on its current
+        port; the answer comes once that attempt served or failed. The restart
+        is a ledger entry. FAILED_PRECONDITION when the core runs without a
+        gateway (`naga daemon start --no-gateway`).
         """
 
 def add_SupervisorServiceServicer_to_server(servicer: SupervisorServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,4 +1,4 @@
-"""``naga daemon start [--foreground] | stop | status``.
+"""``naga daemon start [--foreground] | stop | status | restart-gateway``.
 
 ``start`` without ``--foreground`` runs ``naga daemon start --foreground``
 detached (its own session, output appended to ``run/core.log``) and waits
@@ -333,8 +333,34 @@ def status(_args: argparse.Namespace, home: Home) -> Outcome:
     return Outcome(0, data, lines)
 
 
+#: ``naga daemon restart-gateway`` exit code when the gateway did not come up.
+GATEWAY_DOWN = 1
+
+
+def restart_gateway(_args: argparse.Namespace, home: Home) -> Outcome:
+    with Client.connect(home.root) as client:
+        answer = client.restart_gateway("naga daemon restart-gateway")
+    data: dict[str, Any] = {
+        "serving": answer.serving,
+        "port": answer.port,
+        "url": answer.url,
+        "cause": answer.cause,
+        "state": _STATE_WORDS.get(answer.gateway.state, "unknown"),
+    }
+    if answer.serving:
+        return Outcome(0, data, [f"gateway restarted: the console is at {answer.url}"])
+    return Outcome(
+        GATEWAY_DOWN,
+        data,
+        [
+            f"gateway did not come up on port {answer.port}: {answer.cause}",
+            "(`naga daemon status` shows what it does next)",
+        ],
+    )
+
+
 def _iso(ns: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ns / 1e9))
 
 
-__all__ = ["DaemonStartFailed", "start", "status", "stop"]
+__all__ = ["DaemonStartFailed", "restart_gateway", "start", "status", "stop"]

@@ -97,6 +97,12 @@ def _add_daemon(sub: Subparsers) -> None:
     start.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     _command(dsub, "stop", _daemon_cmds.stop, "stop naga-core gracefully")
     _command(dsub, "status", _daemon_cmds.status, "every process with its role and pid")
+    _command(
+        dsub,
+        "restart-gateway",
+        _daemon_cmds.restart_gateway,
+        "start the WebChat gateway again on its port, its failures forgotten",
+    )
     install = dsub.add_parser("install", help=_install_cmd.HELP)
     _common(install)
     _install_cmd.configure(install)

@@ -23,14 +23,22 @@ After a crash loop the core gives up (FAILED in ``naga daemon status``, with
 the cause and what to do). A change of ``gateway.port`` revives it: its
 failures are forgotten and it is started on the new port (a ledger entry
 says so), as when the owner frees the port by moving the console. A port
-pinned by ``--gateway-port`` is the run's: only a restart of the core tries
-again.
+pinned by ``--gateway-port`` is the run's: it is not moved.
+
+The owner may also restart it in place (``naga daemon restart-gateway``,
+the ``RestartGateway`` RPC), as after freeing the port another program
+held: a running gateway is stopped, a given-up one leaves FAILED, its
+failures are forgotten and it is started on its current port; the caller
+gets the outcome of that first attempt (a ledger entry says so when it
+serves, the usual failure entry when not).
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import enum
+import functools
 import logging
 import os
 import signal
@@ -50,11 +58,22 @@ from naga_core.supervisor import RestartPolicy
 
 log = logging.getLogger("naga.core")
 
+#: What the owner runs to restart the gateway in place (named in hints).
+RESTART_COMMAND = "naga daemon restart-gateway"
+
 GATEWAY_TARGET = "naga_gateway.__main__:main"
 _READY_PREFIX = b"naga-gateway listening on "
 #: Where the WebChat console is served unless configured otherwise (SPEC 1).
 WEBCHAT_HOST = "127.0.0.1"
 WEBCHAT_PORT = 18789
+
+
+class _Ended(enum.Enum):
+    """Why :meth:`GatewayProcess._watch` stopped watching a gateway."""
+
+    EXITED = "exited"  # a failure: backoff and crash-loop count
+    MOVED = "moved"  # gateway.port changed
+    RESTART = "restart"  # the owner asked
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +92,15 @@ class GatewayOptions:
 
 class GatewayError(NagaError):
     """The gateway could not be started."""
+
+
+@dataclass(eq=False, slots=True)
+class _Restart:
+    """One owner's restart request, answered by the attempt that takes it."""
+
+    said: str
+    done: trio.Event = field(default_factory=trio.Event)
+    answer: cpb.RestartGatewayResponse | None = None
 
 
 class GatewayProcess:
@@ -108,6 +136,41 @@ class GatewayProcess:
         #: The read end of the lifeline each gateway launch inherits.
         self._lifeline = -1
         self._kernel: sandbox.KernelReport | None = None
+        #: Restart requests no attempt has taken yet; ``_wake`` is set while any wait.
+        self._pending: list[_Restart] = []
+        self._wake = trio.Event()
+        self._supervising = False
+
+    async def restart(self, said: str) -> cpb.RestartGatewayResponse:
+        """Restart the gateway on its current port with a fresh crash-loop
+        history; return once that attempt served or failed. ``said`` (who
+        asked and why) goes into the ledger entry."""
+        if not self._supervising:
+            raise GatewayError("the gateway is not supervised (the core is starting or stopping)")
+        request = _Restart(said)
+        self._pending.append(request)
+        self._wake.set()
+        await request.done.wait()
+        assert request.answer is not None  # set before done
+        return request.answer
+
+    def _take_restarts(self) -> list[_Restart]:
+        taken, self._pending = self._pending, []
+        self._wake = trio.Event()
+        return taken
+
+    def _answer(self, taken: list[_Restart], port: int, cause: str) -> None:
+        for request in taken:
+            if request.done.is_set():  # answered when it served, before it ended
+                continue
+            request.answer = cpb.RestartGatewayResponse(
+                serving=not cause,
+                port=port,
+                url="" if cause else self.url,
+                cause=cause,
+                gateway=self.row(),
+            )
+            request.done.set()
 
     def row(self) -> cpb.ProcessStatus:
         running = self.state == cpb.PROCESS_STATE_RUNNING
@@ -132,9 +195,11 @@ class GatewayProcess:
         self._kernel = await trio.to_thread.run_sync(sandbox.detect)
         # The write end stays here, unwritten, for as long as the core lives.
         self._lifeline, kept = os.pipe()
+        self._supervising = True
         try:
             await self._supervise(note, task_status)
         finally:
+            self._supervising = False
             os.close(kept)
             os.close(self._lifeline)
             self._lifeline = -1
@@ -147,8 +212,22 @@ class GatewayProcess:
         moved_from: int | None = None
         revived_from: int | None = None
         while True:
+            taken = self._take_restarts()
+            if taken:  # the owner's restart: a fresh start, failures forgotten
+                history.reset()
             self.state = cpb.PROCESS_STATE_STARTING
             port = self.port
+            said = ""
+            if moved_from is not None:
+                said = f"moved from port {moved_from} to {port} (gateway.port changed)"
+            if revived_from is not None:
+                said = (
+                    f"revived on port {port} after it gave up on port {revived_from} "
+                    "(gateway.port changed)"
+                )
+            if taken:
+                said = f"restarted on port {port} ({'; '.join(r.said for r in taken)})"
+            moved_from = revived_from = None
             try:
                 proc, out = await self._launch(port)
             except (NagaError, TokenError, sandbox.SandboxError, OSError) as exc:
@@ -158,13 +237,12 @@ class GatewayProcess:
                 if first:
                     task_status.started()
                     first = False
-                said = "" if moved_from is None else f"moved from port {moved_from} to {port}"
-                if revived_from is not None:
-                    said = f"revived on port {port} after it gave up on port {revived_from}"
-                moved_from = revived_from = None
-                moved, cause = await self._watch(proc, out, port, note, said)
-                if moved:  # not a failure: no backoff, no crash-loop count
+                answer = functools.partial(self._answer, taken, port, "")
+                ended, cause = await self._watch(proc, out, port, note, said, serving=answer)
+                if ended is _Ended.MOVED:  # not a failure: no backoff, no count
                     moved_from = port
+                    continue
+                if ended is _Ended.RESTART:
                     continue
             if first:
                 task_status.started()
@@ -181,35 +259,59 @@ class GatewayProcess:
                 self.detail = f"{cause}; {outlook}"
             log.warning("%s (%s)", cause, outlook)
             await note(f"gateway: {cause}; {outlook}")
+            self.state = (
+                cpb.PROCESS_STATE_FAILED if decision.give_up else cpb.PROCESS_STATE_STARTING
+            )
+            self._answer(taken, port, f"{cause}; {outlook}")
             if decision.give_up:
-                self.state = cpb.PROCESS_STATE_FAILED
-                if not await self._port_moved(port):
-                    return
-                history.reset()
-                revived_from = port
+                if await self._revived(port):
+                    history.reset()
+                    revived_from = port
                 continue
-            self.state = cpb.PROCESS_STATE_STARTING
-            await trio.sleep(decision.delay_s)
+            with trio.move_on_after(decision.delay_s):
+                await self._wake.wait()  # a restart asked for cuts the backoff short
 
     def _follows_setting(self) -> bool:
         return self._settings_changed is not None and self._options.port is None
 
     def _revive_hint(self) -> str:
+        again = f"`{RESTART_COMMAND}` tries port {self.port} again (once it is free)"
         if self._follows_setting():
-            return "`naga config set gateway.port PORT` starts it again on PORT"
+            return f"{again}; `naga config set gateway.port PORT` starts it again on PORT"
         if self._options.port is not None:
-            return f"--gateway-port {self._options.port} pins this run's port; restart the core"
-        return "restart the core to try again"
+            return f"--gateway-port {self._options.port} pins this run's port; {again}"
+        return again
 
-    async def _port_moved(self, port: int) -> bool:
-        """Return once ``gateway.port`` no longer says ``port`` (False at
-        once when the port is pinned or not followed)."""
+    async def _revived(self, port: int) -> bool:
+        """Wait, given up, for the owner: True once ``gateway.port`` no
+        longer says ``port``, False at a restart request."""
+        async with trio.open_nursery() as nursery:
+            moved = False
+
+            async def port_moved() -> None:
+                nonlocal moved
+                await self._port_moved(port)
+                moved = True
+                nursery.cancel_scope.cancel()
+
+            async def restart_asked() -> None:
+                await self._wake.wait()
+                nursery.cancel_scope.cancel()
+
+            if self._follows_setting():
+                nursery.start_soon(port_moved)
+            nursery.start_soon(restart_asked)
+        return moved
+
+    async def _port_moved(self, port: int) -> None:
+        """Return once ``gateway.port`` no longer says ``port`` (never when
+        the port is pinned or not followed)."""
         changed = self._settings_changed
         if changed is None or self._options.port is not None:
-            return False
+            await trio.sleep_forever()
+            return
         while self.port == port:
             await changed()
-        return True
 
     @property
     def port(self) -> int:
@@ -289,37 +391,47 @@ class GatewayProcess:
         port: int,
         note: Callable[[str], Awaitable[object]],
         said: str,
-    ) -> tuple[bool, str]:
-        """Copy its output to run/gateway.log until it exits (False, why it
-        ended) or the port it should be on changes (True, ""); journal
-        ``said`` (a move, once the gateway serves on the new port)."""
+        *,
+        serving: Callable[[], None],
+    ) -> tuple[_Ended, str]:
+        """Copy its output to run/gateway.log until it exits (EXITED, why it
+        ended), the port it should be on changes (MOVED) or the owner asks
+        for a restart (RESTART); journal ``said`` (why it was started again,
+        now that it serves), then call ``serving``."""
         log_path = os.path.join(self._home, "run", "gateway.log")
-        moved = False
+        ended = _Ended.EXITED
         try:
             async with trio.open_nursery() as nursery:
 
                 async def port_changed() -> None:
-                    nonlocal moved
-                    changed = self._settings_changed
-                    if changed is None or self._options.port is not None:
-                        return
-                    while self.port == port:
-                        await changed()
-                    moved = True
+                    nonlocal ended
+                    await self._port_moved(port)
+                    ended = _Ended.MOVED
                     nursery.cancel_scope.cancel()
 
+                async def restart_asked() -> None:
+                    nonlocal ended
+                    await self._wake.wait()
+                    ended = _Ended.RESTART
+                    nursery.cancel_scope.cancel()
+
+                async def announce() -> None:
+                    if said:
+                        await note(f"gateway: {said}")
+                    serving()
+                    nursery.start_soon(restart_asked)
+
                 nursery.start_soon(port_changed)
-                if said:
-                    nursery.start_soon(note, f"gateway: {said} (gateway.port changed)")
+                nursery.start_soon(announce)
                 async with await trio.open_file(log_path, "ab") as sink:
                     while chunk := await out.receive_some(1 << 14):
                         await sink.write(chunk)
                         await sink.flush()
                 await _exited(proc)
                 nursery.cancel_scope.cancel()
-            if moved:
-                return True, ""
-            return False, f"the gateway ended ({proc.wait(0)})"
+            if ended is not _Ended.EXITED:
+                return ended, ""
+            return ended, f"the gateway ended ({proc.wait(0)})"
         finally:
             with trio.CancelScope(shield=True):
                 await self._stop(proc)
@@ -358,4 +470,10 @@ async def _first_line(stream: trio.lowlevel.FdStream) -> bytes:
     return buf.split(b"\n", 1)[0]
 
 
-__all__ = ["GATEWAY_TARGET", "GatewayError", "GatewayOptions", "GatewayProcess"]
+__all__ = [
+    "GATEWAY_TARGET",
+    "RESTART_COMMAND",
+    "GatewayError",
+    "GatewayOptions",
+    "GatewayProcess",
+]

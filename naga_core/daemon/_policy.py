@@ -95,9 +95,11 @@ POLICY: Mapping[str, Rule] = {
     _KERNEL + "SetTrust": _owner_only(Risk.R3),
     _KERNEL + "ListTrust": _read(GATEWAY),
     # The supervisor: whether the core is up is anyone's question; stopping
-    # it is the owner's.
+    # it, and restarting its gateway (which drops every console connection),
+    # is the owner's.
     _SUPERVISOR + "Status": _read(*_ANY),
     _SUPERVISOR + "Shutdown": _owner_only(Risk.R4),
+    _SUPERVISOR + "RestartGateway": _owner_only(Risk.R4),
     # Tokens. Minting and revoking are the owner's (the supervisor acts as
     # the owner). Narrowing one's own token for a sub-task and spending
     # one's budget are the agent executor's: it runs the sub-agents and

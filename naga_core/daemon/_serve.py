@@ -160,6 +160,7 @@ def _bridge(
             *_plugin_service.agent_rows(agent.workers),
             *([gateway.row()] if gateway is not None else []),
         ],
+        gateway,
     )
     bridge.add(_supervisor_service.SERVICE, supervisor.methods())
     bridge.add(_plugin_service.SERVICE, _plugin_service.PluginServicer(plugins).methods())
