@@ -18,6 +18,7 @@ STATE_CHANGING = [
     ["config", "set", "agent.max_steps", "3"],
     ["config", "reset", "agent.max_steps"],
     ["trust", "set", "wechat:bob", "known"],
+    ["daemon", "restart-gateway"],
 ]
 READING = [["history"], ["config", "list"], ["config", "get", "agent.max_steps"], ["trust", "show"]]
 

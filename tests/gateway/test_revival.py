@@ -1,4 +1,5 @@
-"""A gateway that gave up is revived by a change of ``gateway.port``: a
+"""A gateway that gave up is revived by a change of ``gateway.port`` (or,
+pinned, restarted by the owner; see test_restart.py): a
 core whose gateway cannot bind its port (another process listens there)
 gives up after a crash loop, says why and what to do in ``naga daemon
 status``, and starts it on the new port once the owner sets one (ledger
@@ -82,7 +83,7 @@ def test_a_gateway_that_gave_up_is_revived_by_a_new_port_setting(home: str) -> N
         squatter.close()
 
 
-def test_a_pinned_port_that_gave_up_says_to_restart_the_core(home: str) -> None:
+def test_a_pinned_port_that_gave_up_is_restarted_there_by_the_owner(home: str) -> None:
     (busy,) = free_ports(1)
     squatter = socket.socket()
     squatter.bind(("127.0.0.1", busy))
@@ -99,8 +100,14 @@ def test_a_pinned_port_that_gave_up_says_to_restart_the_core(home: str) -> None:
             gave_up = _until(said, "gave up")
             events.cancel()
             assert gave_up.endswith(
-                f"gave up: --gateway-port {busy} pins this run's port; restart the core"
+                f"gave up: --gateway-port {busy} pins this run's port; "
+                f"`naga daemon restart-gateway` tries port {busy} again (once it is free)"
             )
+            # Given up, it still waits for the owner (it used to end here).
+            squatter.close()
+            answer = c.restart_gateway("port freed")
+            assert (answer.serving, answer.port) == (True, busy), answer.cause
+            trio.run(console_answers, busy)
             c.shutdown("test done")
             assert not core.join().failed
     finally:
