@@ -258,7 +258,7 @@ def _authorizer_figures(count: int) -> dict[str, object]:
     from naga_core._home import Home
     from naga_core._store import open_ledger
     from naga_core.authz import AUTHZ_RATCHETS, TokenAuthority, ViolationPolicy, load_token_key
-    from naga_core.daemon import OwnerCredential
+    from naga_core.daemon import OwnerCredential, TrustWatch
     from naga_core.kernel import RATCHETS, Actions, Kernel
     from naga_core.kernel import TrustLevel as KernelTrust
 
@@ -275,6 +275,7 @@ def _authorizer_figures(count: int) -> dict[str, object]:
                 authority=authority,
                 violations=ViolationPolicy.over(kernel),
                 write=lambda fn: fn(),
+                trust=TrustWatch.over_kernel(kernel),
             )
             kinds = {
                 # role, trust, risk, session, tools, budget, expiry: 7 caveats

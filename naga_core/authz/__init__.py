@@ -41,6 +41,7 @@ from naga_core.authz._errors import (
     RejectReason,
     TokenKeyError,
     TokenRejected,
+    TrustLowered,
 )
 from naga_core.authz._grant import Grant
 from naga_core.authz._keyfile import load_token_key, token_key_path
@@ -91,6 +92,7 @@ __all__ = [
     "TokenRejected",
     "ToolsAllowed",
     "TrustCeiling",
+    "TrustLowered",
     "ViolationPolicy",
     "authz_raises",
     "describe_minted",

@@ -37,7 +37,7 @@ from naga.tokens import (
     check_session,
 )
 from naga_core.authz._caveats import Request, Scope
-from naga_core.authz._errors import RejectReason, TokenRejected
+from naga_core.authz._errors import RejectReason, TokenRejected, TrustLowered
 from naga_core.authz._grant import Grant
 from naga_core.authz._ledgered import BudgetAccount, RevocationList
 from naga_core.authz._token import RootKey, mint_token, new_token_id, verify_chain
@@ -285,6 +285,23 @@ class TokenAuthority:
                 f"{now - grant.expires_at_ns} ns ago",
                 principal=grant.principal,
                 token_id=grant.token_id,
+            )
+
+    def recheck_trust(self, grant: Grant) -> None:
+        """Whether ``grant``'s principal still has the trust the grant was
+        settled at: :class:`TrustLowered` if the trust table now puts it
+        lower ("trust lowered to guest while in use"). A rise, or no
+        principal (a process token: the table never capped it), stands."""
+        principal = grant.principal
+        if principal is None:
+            return
+        level = self._trust_of(principal)
+        if level < grant.trust:
+            raise TrustLowered(
+                f"trust lowered to {level.label} while in use: {principal} was admitted at "
+                f"{grant.trust.label} and the trust table now says {level.label}",
+                principal=principal,
+                level=level,
             )
 
     # --- spawning -----------------------------------------------------------------------

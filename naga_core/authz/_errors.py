@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from naga import tokens
 from naga.tokens import InvalidCaveat, RejectReason
+from naga.trust import TrustLevel
 from naga_core.errors import ConfigError, NagaError
 
 
@@ -51,6 +52,17 @@ class TokenRejected(AuthzError, tokens.TokenRejected):
         return cls(refused.reason, refused.detail, principal=principal, token_id=token_id)
 
 
+class TrustLowered(AuthzError):
+    """A principal's trust fell below what an open stream was admitted at
+    (the trust table lowered it: by the owner, by the violation policy, by
+    a rollback). Not a violation: the holder reached for nothing."""
+
+    def __init__(self, message: str, *, principal: str, level: TrustLevel) -> None:
+        super().__init__(message)
+        self.principal = principal
+        self.level = level
+
+
 class InvalidRequest(AuthzError):
     """A request to check cannot be built: a negative amount, a malformed name."""
 
@@ -66,4 +78,5 @@ __all__ = [
     "RejectReason",
     "TokenKeyError",
     "TokenRejected",
+    "TrustLowered",
 ]

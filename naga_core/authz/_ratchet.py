@@ -5,7 +5,9 @@ without the owner.
   kernel's ``authz.violations`` family, so counts survive restarts) and, at
   every ``threshold``-th, lowers the principal's trust one level in the
   trust table. The authority caps every grant's trust at the table's level,
-  so the lowering reaches tokens already handed out, at their next call.
+  so the lowering reaches tokens already handed out, at their next call;
+  a stream already open under the old level ends (the core's trust watch,
+  naga_core/daemon/_standing.py).
 * :func:`authz_raises` is a kernel ratchet: a rollback (or merge) that would
   un-revoke a token or refund spending raises a privilege, so the kernel
   asks for the owner. Open the kernel with ``ratchets=(*RATCHETS,

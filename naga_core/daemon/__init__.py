@@ -8,7 +8,7 @@ serially on that loop. Who may call is decided by an :class:`Authorizer`
 once per RPC (:class:`CoreAuthorizer`: the owner credential or a capability
 token) against one rule per method (:data:`POLICY`). A server-streaming
 call stays admitted only while its token does (:class:`Standing`,
-:class:`TokenStanding`): a revocation or an expiry ends it.
+:class:`TokenStanding`): a revocation, an expiry or a lowered trust ends it.
 """
 
 from naga_core.daemon._auth import (
@@ -37,7 +37,7 @@ from naga_core.daemon._gateway import WEBCHAT_HOST, WEBCHAT_PORT, GatewayOptions
 from naga_core.daemon._policy import POLICY, VISIBLE_KINDS, Rule, rule_for
 from naga_core.daemon._rundir import RunDir, running_pid
 from naga_core.daemon._serve import CoreConfig, CoreExit, serve_core
-from naga_core.daemon._standing import RELOOK_S, RevocationWatch, TokenStanding
+from naga_core.daemon._standing import RELOOK_S, RevocationWatch, TokenStanding, TrustWatch
 from naga_core.daemon._status import REJECTION_STATUS, status_of
 
 __all__ = [
@@ -74,6 +74,7 @@ __all__ = [
     "Standing",
     "Stream",
     "TokenStanding",
+    "TrustWatch",
     "Unary",
     "Unconditional",
     "rule_for",

@@ -14,7 +14,8 @@ order (docs/adr/0004-grpc-trio-bridge.md):
    principal's current trust), and recording violations.
 4. For a server-streaming call, ``Admission.standing(principal) -> Standing``
    on the loop: checked again before every batch the stream sends, and
-   waking the stream when it may have changed (a revocation, the expiry).
+   waking the stream when it may have changed (a revocation, the expiry, a
+   change to the trust table).
 
 Steps 1 and 2 must not touch the kernel; step 3 is the only one that may.
 
@@ -80,10 +81,11 @@ class Standing(Protocol):
     """Whether an open stream's caller is still admitted (on the loop).
 
     A server-streaming call is admitted once, when it opens; its token can
-    be revoked or expire while it is open. The bridge asks :meth:`check`
-    before each batch leaves the loop, and wakes a stream waiting for its
-    next batch at :meth:`deadline` and whenever :meth:`waking` is told (a
-    revocation), so an idle stream is cut too.
+    be revoked or expire, and its principal's trust be lowered, while it is
+    open. The bridge asks :meth:`check` before each batch leaves the loop,
+    and wakes a stream waiting for its next batch at :meth:`deadline` and
+    whenever :meth:`waking` is told (a revocation, a trust-table change), so
+    an idle stream is cut too.
     """
 
     def check(self) -> None:

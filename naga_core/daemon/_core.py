@@ -16,6 +16,7 @@ import trio
 from naga_core._home import Home
 from naga_core.authz import Token, TokenAuthority, stage_minted
 from naga_core.daemon._errors import CoreStopping
+from naga_core.daemon._standing import TrustWatch
 from naga_core.errors import NagaError
 from naga_core.kernel import Kernel, Settings, TrustTable
 from naga_core.ledger import Ledger
@@ -47,6 +48,9 @@ class Core:
         self.kernel = kernel
         self.settings = Settings(kernel)
         self.trust = TrustTable(kernel)
+        #: Wakes open streams after a write that changed the trust table
+        #: (whoever wrote it: the owner, the violation policy, a rollback).
+        self.trust_watch = TrustWatch.over_kernel(kernel)
         self.pid = os.getpid()
         self.started_ns = time.time_ns()
         self.stopping = trio.Event()
@@ -74,6 +78,9 @@ class Core:
         finally:
             if self.ledger.size != before:  # something committed on this thread
                 self.notify_appended()
+            # In the write's own loop step: a stream of a principal whose
+            # trust it lowered never sends the record that lowered it.
+            self.trust_watch.notice()
 
     async def minted(self, token: Token, by: str) -> None:
         """Record that the core minted ``token`` for ``by`` (a ``token.minted``

@@ -15,8 +15,9 @@ Where each check runs (docs/design/architecture.md, "Checking a call"):
   Refusals keep the authority's order: revocation before what the pure
   checks found.
 * for a server-streaming call, the same loop, before every batch it sends:
-  the token's standing (``TokenStanding``: not revoked since, not expired),
-  so a revocation or an expiry ends a stream that is already open.
+  the token's standing (``TokenStanding``: not revoked since, not expired,
+  its principal's trust not lowered below the grant's), so a revocation, an
+  expiry or a lowered trust ends a stream that is already open.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from naga_core.daemon._auth import (
 )
 from naga_core.daemon._errors import CredentialRefused, RequestRefused
 from naga_core.daemon._policy import POLICY, Rule
-from naga_core.daemon._standing import RevocationWatch, TokenStanding
+from naga_core.daemon._standing import RevocationWatch, TokenStanding, TrustWatch
 
 T = TypeVar("T")
 #: Runs a kernel write on the loop (``Core.write``: subscribers see it).
@@ -70,6 +71,7 @@ class CoreAuthorizer:
         authority: TokenAuthority,
         violations: ViolationPolicy,
         write: Write[object],
+        trust: TrustWatch,
         policy: Mapping[str, Rule] = POLICY,
     ) -> None:
         self._owner = owner
@@ -80,6 +82,8 @@ class CoreAuthorizer:
         #: Wakes open streams when the revocation list may have changed;
         #: the composition root also bumps it after every rollback.
         self.revocations = RevocationWatch()
+        #: The trust table's epoch (the core's: its writes wake the streams).
+        self.trust = trust
 
     def rule(self, method: str) -> Rule:
         rule = self._policy.get(method)
@@ -172,7 +176,9 @@ class TokenAdmission:
         if principal.grant is None:  # admit() gives a holder; belt and braces
             return Unconditional()
         authorizer = self.authorizer
-        return TokenStanding.of(authorizer.authority, principal.grant, authorizer.revocations)
+        return TokenStanding.of(
+            authorizer.authority, principal.grant, authorizer.revocations, authorizer.trust
+        )
 
 
 def own_role(token: Token) -> str:

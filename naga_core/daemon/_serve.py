@@ -124,6 +124,7 @@ async def serve_core(
             authority=core.authority,
             violations=ViolationPolicy.over(kernel),
             write=core.write,
+            trust=core.trust_watch,
         )
         # A rollback can bring a revocation back: open streams check again.
         core.on_rollback(authorizer.revocations.bump)

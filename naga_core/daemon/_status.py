@@ -18,7 +18,7 @@ import grpc
 
 from naga.tokens import REJECT_REASON_KEY, RejectReason
 from naga_core.agent import AgentUnavailable, NoExecutor, SessionNotFound, TurnConflict
-from naga_core.authz import AuthzError, InvalidRequest, TokenRejected
+from naga_core.authz import AuthzError, InvalidRequest, TokenRejected, TrustLowered
 from naga_core.daemon._errors import (
     CoreStopping,
     CredentialMissing,
@@ -87,6 +87,8 @@ STATUS_OF: Mapping[type[BaseException], Code] = {
     CredentialRefused: Code.PERMISSION_DENIED,
     InvalidRecord: Code.INVALID_ARGUMENT,
     InvalidRequest: Code.INVALID_ARGUMENT,
+    # an open stream whose principal's trust fell below what it was admitted at
+    TrustLowered: Code.PERMISSION_DENIED,
     # the kernel's refusals
     UnknownSetting: Code.NOT_FOUND,
     InvalidSetting: Code.INVALID_ARGUMENT,

@@ -147,6 +147,7 @@ class Kernel:
         self._acquires: dict[int, pb.Effect] = {}  # every ACQUIRE, by seq
         self._releases: dict[int, int] = {}  # RELEASE seq -> the ACQUIRE it closes
         self._staging = 0  # > 0 inside staged(): appends are staged, not synced
+        self._versions: dict[str, int] = {}  # family -> state ops absorbed that touched it
         self.recovered: list[str] = []
 
     @classmethod
@@ -186,12 +187,24 @@ class Kernel:
         """The ledger this kernel journals to (read it; write through the kernel)."""
         return self._ledger
 
+    def version(self, family: str) -> int:
+        """An epoch of ``family``: it moves with every journaled op on the
+        family (a registration, a perform's ops, a rollback or an abort that
+        changes one of its entries), so a reader that saw a value and this
+        number knows, by one comparison, whether to look again. Every state
+        change passes through here, whoever made it. Not a count of distinct
+        values: an op writing the value already there moves it too."""
+        return self._versions.get(family, 0)
+
     def _in_force_at(self, seq: int) -> _InForce | None:
         i = bisect.bisect_right(self._effect_seqs, seq) - 1
         return self._in_force[i] if i >= 0 else None
 
     def _absorb(self, seq: int, effect: pb.Effect) -> None:
         self.state.apply(effect.forward)
+        versions = self._versions
+        for op in effect.forward:
+            versions[op.family] = versions.get(op.family, 0) + 1
         top = self._in_force[-1] if self._in_force else None
         if effect.form == pb.EFFECT_FORM_ROLLBACK:
             top = self._in_force_at(effect.rollback_to)

@@ -1,10 +1,11 @@
-"""Revocation and expiry reach an open TurnService.Run stream: a gateway
-token's Run stream, idle while its turn waits on a stalled model, ends with
-PERMISSION_DENIED (revoked) or UNAUTHENTICATED (expired, by the core's
-clock) though the turn sends nothing; the turn itself goes on (the owner's
-abort still finds it running). Nothing appends to the ledger while the stream waits
-(the stalled model call), so only the core's revocation watch and the
-expiry deadline can wake it."""
+"""Revocation, expiry and a lowered trust reach an open TurnService.Run
+stream: a gateway token's Run stream, idle while its turn waits on a stalled
+model, ends with PERMISSION_DENIED (revoked; its principal's trust lowered)
+or UNAUTHENTICATED (expired, by the core's clock) though the turn sends
+nothing; the turn itself goes on (the owner's abort still finds it running).
+Nothing appends to the ledger while the stream waits (the stalled model
+call), so only the core's revocation and trust watches and the expiry
+deadline can wake it."""
 
 from __future__ import annotations
 
@@ -70,13 +71,19 @@ def core(model_server: ServerThread, clock: MovableClock) -> Iterator[InProcessC
 
 
 def _open_turn(
-    core: InProcessCore, owner: Client, model_server: ServerThread, **mint: int
+    core: InProcessCore,
+    owner: Client,
+    model_server: ServerThread,
+    *,
+    ttl_ns: int | None = None,
+    principal: str | None = None,
 ) -> tuple[Token, Client, str, Iterator[tpb.TurnEvent]]:
     """A gateway token's Run stream, accepted, its turn stalled in the model call."""
     model_server.script(Reply.stall())
     asked = model_server.run(lambda: len(model_server.server.requests))
-    ttl_ns = mint.get("ttl_ns")
-    token = owner.mint("gateway", trust=TrustLevel.OWNER, risk=Risk.R4, ttl_ns=ttl_ns).token
+    token = owner.mint(
+        "gateway", trust=TrustLevel.OWNER, risk=Risk.R4, ttl_ns=ttl_ns, principal=principal
+    ).token
     holder = Client.connect(core.info.home, credential=token)
     session = "s-" + uuid.uuid4().hex[:8]
     run: TurnEvents = holder.run_turn(session, "take your time", uuid.uuid4().hex, timeout=GUARD_S)
@@ -121,6 +128,24 @@ def test_expiry_cuts_an_idle_run_stream(
                 next(events)
             assert "token expired" in info.value.detail
         owner.abort_turn(session)  # still running: the expiry cut it
+
+
+def test_lowering_the_principals_trust_cuts_an_idle_run_stream(
+    core: InProcessCore, model_server: ServerThread
+) -> None:
+    peer = "wechat:p-" + uuid.uuid4().hex[:8]  # the core is the module's: a peer of its own
+    with core.client() as owner:
+        owner.set_trust(peer, "known", by_owner=True)
+        _token, holder, session, events = _open_turn(core, owner, model_server, principal=peer)
+        with holder:
+            owner.set_trust(peer, "guest", reason="shared the link")
+            with pytest.raises(errors.PermissionDenied) as info:
+                next(events)
+            assert info.value.code == "PERMISSION_DENIED"
+            assert f"trust lowered to guest while in use: {peer}" in str(info.value)
+        # Cut while the turn still runs: the trust watch woke the stream
+        # (the turn appends nothing while its model call stalls).
+        owner.abort_turn(session)
 
 
 def test_a_run_stream_goes_on_when_another_token_is_revoked(

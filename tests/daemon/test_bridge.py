@@ -16,7 +16,9 @@ import trio
 import trio.testing
 from google.protobuf.message import Message
 
+from naga.trust import TrustLevel
 from naga.v1 import ledger_pb2 as lpb
+from naga_core.authz import TrustLowered
 from naga_core.daemon import Bridge, OwnerCredential, Principal, Stream, Unary, status_of
 from naga_core.daemon._errors import CoreStopping, CredentialMissing, RequestRefused
 from naga_core.errors import LedgerCorrupt, LedgerFailed, NagaError, NotFound
@@ -175,6 +177,7 @@ def test_handlers_run_on_the_trio_thread(address: str) -> None:
         (InvalidSetting("a.b", 1, "rule"), Code.INVALID_ARGUMENT),
         (InvalidPeer("x"), Code.INVALID_ARGUMENT),
         (TrustRaiseRefused("x"), Code.PERMISSION_DENIED),
+        (TrustLowered("x", principal="wechat:bob", level=TrustLevel.GUEST), Code.PERMISSION_DENIED),
         (OwnerRequired("x"), Code.PERMISSION_DENIED),
         (KernelError("x"), Code.FAILED_PRECONDITION),
         (NotFound("x"), Code.NOT_FOUND),

@@ -29,7 +29,7 @@ from naga_core.authz import (
     mint_token,
     minted_record,
 )
-from naga_core.daemon import RevocationWatch, TokenStanding
+from naga_core.daemon import RevocationWatch, TokenStanding, TrustWatch
 from tests.authz_helpers import KEY, T0, World
 from tests.property.test_authz_properties import caveat_lists
 from tests.seeds import pick_seed
@@ -40,6 +40,11 @@ SECOND = 10**9
 def _grant(authority: TokenAuthority, token: Token) -> Grant:
     request = authority.request("executor")
     return authority.settle(authority.check(token, request))
+
+
+def _still() -> TrustWatch:
+    """A trust table that never changes."""
+    return TrustWatch.over(lambda: 0)
 
 
 def _refusal(call: Callable[[], object]) -> TokenRejected:
@@ -84,7 +89,7 @@ def test_a_standing_reads_the_revocation_list_only_when_the_epoch_moved() -> Non
     )
     grant = _grant(authority, authority.mint("executor", trust=TrustLevel.KNOWN, risk=Risk.R1))
     watch = RevocationWatch()
-    standing = TokenStanding.of(authority, grant, watch)
+    standing = TokenStanding.of(authority, grant, watch, _still())
     asked.clear()
     for _ in range(100):
         standing.check()
@@ -112,7 +117,7 @@ def test_a_waiting_stream_is_woken_by_a_revocation_and_at_its_expiry() -> None:
         )
         token = authority.mint("executor", trust=TrustLevel.KNOWN, risk=Risk.R1, ttl_ns=5 * SECOND)
         watch = RevocationWatch()
-        standing = TokenStanding.of(authority, _grant(authority, token), watch)
+        standing = TokenStanding.of(authority, _grant(authority, token), watch, _still())
         woken: list[float] = []
 
         async def wait_once() -> None:
@@ -141,7 +146,7 @@ def test_a_far_expiry_is_looked_at_again_within_the_relook_bound() -> None:
     world = World()
     authority = world.authority()
     token = authority.mint("executor", trust=TrustLevel.KNOWN, risk=Risk.R1, ttl_ns=10**6 * SECOND)
-    standing = TokenStanding.of(authority, _grant(authority, token), RevocationWatch())
+    standing = TokenStanding.of(authority, _grant(authority, token), RevocationWatch(), _still())
 
     async def main() -> None:
         # A wall clock set forward is noticed within RELOOK_S, not at the old deadline.
