@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
 
 import trio
 
 from naga.v1 import core_pb2 as cpb
+from naga_core.supervisor import RestartPolicy
 from tests.gateway._client import WsClient
+
+#: Gives up at the second failure, within milliseconds.
+FAST_GIVE_UP = RestartPolicy(backoff_s=0.01, backoff_max_s=0.02, loop_failures=2, loop_window_s=60)
+
+
+def until_said(descriptions: Iterator[str], part: str) -> str:
+    """The first ledger entry description holding ``part``."""
+    for said in descriptions:
+        if part in said:
+            return said
+    raise AssertionError(f"the subscription ended before an entry saying {part!r}")
 
 
 def free_ports(n: int) -> list[int]:

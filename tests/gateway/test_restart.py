@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
 
 import pytest
 import trio
@@ -21,22 +20,11 @@ from naga.v1 import kernel_pb2 as kpb
 from naga_core.cli import main
 from naga_core.daemon import GatewayOptions
 from naga_core.kernel._kernel import EFFECT_KIND
-from naga_core.supervisor import RestartPolicy
 from tests.daemon.conftest import core_in_thread, home
 from tests.daemon.token_helpers import refused, token_core
-from tests.gateway._ports import console_answers, free_ports, gateway_row
+from tests.gateway._ports import FAST_GIVE_UP, console_answers, free_ports, gateway_row, until_said
 
 __all__ = ["home"]  # the fixture, used by name below
-
-#: Gives up at the second failure, within milliseconds.
-FAST_GIVE_UP = RestartPolicy(backoff_s=0.01, backoff_max_s=0.02, loop_failures=2, loop_window_s=60)
-
-
-def _until(descriptions: Iterator[str], part: str) -> str:
-    for said in descriptions:
-        if part in said:
-            return said
-    raise AssertionError(f"the subscription ended before an entry saying {part!r}")
 
 
 def _cli(capsys: pytest.CaptureFixture[str], home: str) -> tuple[int, dict[str, object]]:
@@ -65,7 +53,7 @@ def test_a_gateway_that_gave_up_restarts_on_the_same_port_once_it_is_free(
                 for e in events
                 if e.HasField("record")
             )
-            gave_up = _until(said, "gave up")
+            gave_up = until_said(said, "gave up")
             assert f"`naga daemon restart-gateway` tries port {busy} again" in gave_up
             row = gateway_row(list(c.status().processes))
             assert row.state == cpb.PROCESS_STATE_FAILED
@@ -79,12 +67,12 @@ def test_a_gateway_that_gave_up_restarts_on_the_same_port_once_it_is_free(
             assert answer.cause.startswith(f"the gateway did not start on port {busy}: ")
             assert answer.gateway.role == "gateway"
             assert answer.gateway.state != cpb.PROCESS_STATE_RUNNING
-            _until(said, "gave up")
+            until_said(said, "gave up")
             code, doc = _cli(capsys, home)
             assert code == 1
             assert doc["serving"] is False
             assert f"did not start on port {busy}" in str(doc["cause"])
-            _until(said, "gave up")
+            until_said(said, "gave up")
 
             squatter.close()
             answer = c.restart_gateway("port freed")
@@ -96,7 +84,7 @@ def test_a_gateway_that_gave_up_restarts_on_the_same_port_once_it_is_free(
             assert row.state == cpb.PROCESS_STATE_RUNNING
             assert row.detail == f"http://127.0.0.1:{busy}/"
             trio.run(console_answers, busy)
-            restarted = _until(said, "restarted")
+            restarted = until_said(said, "restarted")
             assert restarted == (
                 f"gateway: restarted on port {busy} (RestartGateway by owner: port freed)"
             )

@@ -16,21 +16,10 @@ from naga.v1 import core_pb2 as cpb
 from naga.v1 import kernel_pb2 as kpb
 from naga_core.daemon import GatewayOptions
 from naga_core.kernel._kernel import EFFECT_KIND
-from naga_core.supervisor import RestartPolicy
 from tests.daemon.conftest import core_in_thread, home
-from tests.gateway._ports import console_answers, free_ports, gateway_row
+from tests.gateway._ports import FAST_GIVE_UP, console_answers, free_ports, gateway_row, until_said
 
 __all__ = ["home"]  # the fixture, used by name below
-
-#: Gives up at the second failure, within milliseconds.
-FAST_GIVE_UP = RestartPolicy(backoff_s=0.01, backoff_max_s=0.02, loop_failures=2, loop_window_s=60)
-
-
-def _until(descriptions: Iterator[str], part: str) -> str:
-    for said in descriptions:
-        if part in said:
-            return said
-    raise AssertionError(f"the subscription ended before an entry saying {part!r}")
 
 
 def test_a_gateway_that_gave_up_is_revived_by_a_new_port_setting(home: str) -> None:
@@ -54,7 +43,7 @@ def test_a_gateway_that_gave_up_is_revived_by_a_new_port_setting(home: str) -> N
                         yield kpb.Effect.FromString(event.record.payload).description
 
             said = descriptions()
-            gave_up = _until(said, "gave up")
+            gave_up = until_said(said, "gave up")
             assert f"the gateway did not start on port {busy}" in gave_up
             assert "crash loop: 2 failures within 60 s" in gave_up
             row = gateway_row(list(c.status().processes))
@@ -67,7 +56,7 @@ def test_a_gateway_that_gave_up_is_revived_by_a_new_port_setting(home: str) -> N
             assert gateway_row(list(c.status().processes)).state == cpb.PROCESS_STATE_FAILED
 
             c.set_setting_text("gateway.port", str(free))
-            revived = _until(said, "revived")
+            revived = until_said(said, "revived")
             events.cancel()
             assert revived == (
                 f"gateway: revived on port {free} after it gave up on port {busy} "
@@ -97,7 +86,7 @@ def test_a_pinned_port_that_gave_up_is_restarted_there_by_the_owner(home: str) -
                 for e in events
                 if e.HasField("record")
             )
-            gave_up = _until(said, "gave up")
+            gave_up = until_said(said, "gave up")
             events.cancel()
             assert gave_up.endswith(
                 f"gave up: --gateway-port {busy} pins this run's port; "
