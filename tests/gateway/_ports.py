@@ -9,6 +9,7 @@ import trio
 
 from naga.v1 import core_pb2 as cpb
 from naga_core.supervisor import RestartPolicy
+from tests.daemon.conftest import core_in_thread
 from tests.gateway._client import WsClient
 
 #: Gives up at the second failure, within milliseconds.
@@ -21,6 +22,20 @@ def until_said(descriptions: Iterator[str], part: str) -> str:
         if part in said:
             return said
     raise AssertionError(f"the subscription ended before an entry saying {part!r}")
+
+
+def held_port_setting(home: str, port: int) -> socket.socket:
+    """Set ``gateway.port`` to ``port`` (with a core that runs no gateway)
+    and hold the port with a listening socket, so the next core's gateway
+    cannot bind it; close the socket to free it."""
+    with core_in_thread(home) as core, core.client() as c:
+        c.set_setting_text("gateway.port", str(port))
+        c.shutdown("port set")
+        core.join()
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", port))
+    squatter.listen()
+    return squatter
 
 
 def free_ports(n: int) -> list[int]:

@@ -8,7 +8,6 @@ refused."""
 from __future__ import annotations
 
 import json
-import socket
 
 import pytest
 import trio
@@ -22,7 +21,14 @@ from naga_core.daemon import GatewayOptions
 from naga_core.kernel._kernel import EFFECT_KIND
 from tests.daemon.conftest import core_in_thread, home
 from tests.daemon.token_helpers import refused, token_core
-from tests.gateway._ports import FAST_GIVE_UP, console_answers, free_ports, gateway_row, until_said
+from tests.gateway._ports import (
+    FAST_GIVE_UP,
+    console_answers,
+    free_ports,
+    gateway_row,
+    held_port_setting,
+    until_said,
+)
 
 __all__ = ["home"]  # the fixture, used by name below
 
@@ -36,14 +42,7 @@ def test_a_gateway_that_gave_up_restarts_on_the_same_port_once_it_is_free(
     home: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (busy,) = free_ports(1)
-    with core_in_thread(home) as core, core.client() as c:
-        c.set_setting_text("gateway.port", str(busy))
-        c.shutdown("port set")
-        core.join()
-
-    squatter = socket.socket()
-    squatter.bind(("127.0.0.1", busy))
-    squatter.listen()
+    squatter = held_port_setting(home, busy)
     options = GatewayOptions(enabled=True, restart=FAST_GIVE_UP)
     try:
         with core_in_thread(home, gateway=options) as core, core.client() as c:

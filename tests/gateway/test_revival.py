@@ -17,21 +17,21 @@ from naga.v1 import kernel_pb2 as kpb
 from naga_core.daemon import GatewayOptions
 from naga_core.kernel._kernel import EFFECT_KIND
 from tests.daemon.conftest import core_in_thread, home
-from tests.gateway._ports import FAST_GIVE_UP, console_answers, free_ports, gateway_row, until_said
+from tests.gateway._ports import (
+    FAST_GIVE_UP,
+    console_answers,
+    free_ports,
+    gateway_row,
+    held_port_setting,
+    until_said,
+)
 
 __all__ = ["home"]  # the fixture, used by name below
 
 
 def test_a_gateway_that_gave_up_is_revived_by_a_new_port_setting(home: str) -> None:
     busy, free = free_ports(2)
-    with core_in_thread(home) as core, core.client() as c:
-        c.set_setting_text("gateway.port", str(busy))
-        c.shutdown("port set")
-        core.join()
-
-    squatter = socket.socket()
-    squatter.bind(("127.0.0.1", busy))
-    squatter.listen()
+    squatter = held_port_setting(home, busy)
     options = GatewayOptions(enabled=True, restart=FAST_GIVE_UP)
     try:
         with core_in_thread(home, gateway=options) as core, core.client() as c:
