@@ -126,10 +126,17 @@ class AgentWorkers:
 
     # --- lifecycle ----------------------------------------------------------------------
 
-    async def serve(self, core: Core, *, task_status: trio.TaskStatus[AgentWorkers]) -> None:
-        """Run the workers until cancelled; started once they are launching."""
+    async def serve(
+        self,
+        core: Core,
+        report: sandbox.KernelReport | None = None,
+        *,
+        task_status: trio.TaskStatus[AgentWorkers],
+    ) -> None:
+        """Run the workers until cancelled; started once they are launching.
+        ``report``: what the kernel offers the sandbox (asked here if None)."""
         self._core = core
-        self._report = await trio.to_thread.run_sync(sandbox.detect)
+        self._report = report or await trio.to_thread.run_sync(sandbox.detect)
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             # A turn is one call to its executor: it may run as long as a turn.

@@ -116,6 +116,7 @@ class GatewayProcess:
         options: GatewayOptions,
         port_setting: Callable[[], int] = lambda: WEBCHAT_PORT,
         settings_changed: Callable[[], Awaitable[None]] | None = None,
+        report: sandbox.KernelReport | None = None,
     ) -> None:
         """``port_setting`` reads ``gateway.port``; ``settings_changed``
         returns after the next durable change of the core's state (None:
@@ -135,7 +136,7 @@ class GatewayProcess:
         self.url = ""
         #: The read end of the lifeline each gateway launch inherits.
         self._lifeline = -1
-        self._kernel: sandbox.KernelReport | None = None
+        self._kernel: sandbox.KernelReport | None = report
         #: Restart requests no attempt has taken yet; ``_wake`` is set while any wait.
         self._pending: list[_Restart] = []
         self._wake = trio.Event()
@@ -192,7 +193,7 @@ class GatewayProcess:
         """Run the gateway until cancelled; started after the first attempt
         (whether it came up or not: the core does not wait on its gateway)."""
         # What the kernel offers is asked once, not at every (re)launch.
-        self._kernel = await trio.to_thread.run_sync(sandbox.detect)
+        self._kernel = self._kernel or await trio.to_thread.run_sync(sandbox.detect)
         # The write end stays here, unwritten, for as long as the core lives.
         self._lifeline, kept = os.pipe()
         self._supervising = True

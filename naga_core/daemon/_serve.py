@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+import sandbox
 from naga.constants import (
     CORE_RPC_THREADS,
     MAX_RPC_REQUEST_BYTES,
@@ -184,6 +185,9 @@ async def _serve(
     *,
     plugins: PluginHost,
 ) -> None:
+    # Asked once for every sandboxed child of this core (each probe starts
+    # interpreters), before anything launches.
+    report = await trio.to_thread.run_sync(sandbox.detect)
     workers = AgentWorkers(config.home, config.agent, config.plugins.tuning)
     agent = Agent(core, plugins, workers, config.agent)
     gateway = (
@@ -195,6 +199,7 @@ async def _serve(
             options=config.gateway,
             port_setting=lambda: core.settings.get_int("gateway.port"),
             settings_changed=lambda: _next_append(core),
+            report=report,
         )
         if config.gateway.enabled
         else None
@@ -208,10 +213,10 @@ async def _serve(
             await nursery.start(run_watchdog, notifier, config.watchdog_ns)
         # Plugins the ledger says ran start again before the socket opens;
         # they stop after it closes (this nursery is cancelled last).
-        await nursery.start(plugins.serve, core)
+        await nursery.start(plugins.serve, core, report)
         # The executors and the provider start warming up now; a turn that
         # arrives before one is ready waits for it.
-        await nursery.start(workers.serve, core)
+        await nursery.start(workers.serve, core, report)
         await nursery.start(agent.serve)
         async with bridge.serving(rundir.address, grace=config.grace_s):
             rundir.secure_socket()

@@ -178,11 +178,18 @@ class PluginHost:
         """Register the runtime's world actions (before the kernel opens)."""
         self._runtime.install(actions)
 
-    async def serve(self, core: Core, *, task_status: trio.TaskStatus[PluginHost]) -> None:
+    async def serve(
+        self,
+        core: Core,
+        report: sandbox.KernelReport | None = None,
+        *,
+        task_status: trio.TaskStatus[PluginHost],
+    ) -> None:
         """Own every worker until cancelled; ready once the plugins the
-        ledger says ran are starting again."""
+        ledger says ran are starting again. ``report`` is what the kernel
+        offers the sandbox, if the caller asked already (else asked here)."""
         self._core = core
-        self._kernel_report = await trio.to_thread.run_sync(sandbox.detect)
+        self._kernel_report = report or await trio.to_thread.run_sync(sandbox.detect)
         self._tokens = (
             PluginTokens(core.authority)
             if core.authority is not None
