@@ -117,21 +117,35 @@ _UNSHARE_PROBE = (
 )
 
 
-def _can_unshare(flags: int) -> bool:
-    """Whether ``unshare(flags)`` succeeds, tried in a child that exits at once."""
-    try:
-        done = subprocess.run(
-            [sys.executable, "-I", "-S", "-c", _UNSHARE_PROBE, str(flags)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={},
-            timeout=_PROBE_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
+def _can_unshare(*flag_sets: int) -> list[bool]:
+    """Whether ``unshare(flags)`` succeeds, for each of ``flag_sets``: each
+    tried in its own child that exits at once, all started together."""
+    children: list[subprocess.Popen[bytes] | None] = []
+    for flags in flag_sets:
+        try:
+            children.append(
+                subprocess.Popen(
+                    [sys.executable, "-I", "-S", "-c", _UNSHARE_PROBE, str(flags)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    env={},
+                )
+            )
+        except OSError:
+            children.append(None)
+    answers: list[bool] = []
+    for child in children:
+        if child is None:
+            answers.append(False)
+            continue
+        try:
+            answers.append(child.wait(_PROBE_TIMEOUT_S) == 0)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            answers.append(False)
+    return answers
 
 
 def _no_new_privs() -> bool:
@@ -146,13 +160,11 @@ def detect() -> KernelReport:
     """Probe the kernel. Costs a couple of forks; callers that launch often
     detect once and pass the report to ``launch(kernel=...)``."""
     root = os.geteuid() == 0
-    user_ns = _can_unshare(_linux.CLONE_NEWUSER)
-    if root:
-        net_ns = _can_unshare(_linux.CLONE_NEWNET)
-        mount_ns = _can_unshare(_linux.CLONE_NEWNS)
-    else:
-        net_ns = user_ns and _can_unshare(_linux.CLONE_NEWUSER | _linux.CLONE_NEWNET)
-        mount_ns = user_ns and _can_unshare(_linux.CLONE_NEWUSER | _linux.CLONE_NEWNS)
+    # Without root, a net or mount namespace needs a user namespace of its own.
+    own = 0 if root else _linux.CLONE_NEWUSER
+    user_ns, net_ns, mount_ns = _can_unshare(
+        _linux.CLONE_NEWUSER, own | _linux.CLONE_NEWNET, own | _linux.CLONE_NEWNS
+    )
     return KernelReport(
         release=os.uname().release,
         seccomp=_seccomp_filter_mode(),
