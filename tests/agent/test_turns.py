@@ -5,6 +5,9 @@ HTTP on loopback."""
 from __future__ import annotations
 
 import json
+import threading
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -212,30 +215,36 @@ def test_naga_chat_prints_the_reply(
     assert "check api_key" in data["error"]
 
 
-def test_abort_ends_a_turn_stuck_in_a_model_call_and_the_session_goes_on(
-    client: Client, agent_core: InProcessCore, model_server: ServerThread
-) -> None:
-    import threading
-    import time
-    import uuid
-
+def _turn_stuck_in_its_model_call(
+    core: InProcessCore, model_server: ServerThread, session: str, text: str
+) -> tuple[threading.Thread, list[tpb.TurnEvent]]:
+    """A turn running in a thread, returned once it is inside its model call
+    (the fake model stalls): readiness, not a guess, as the fake model has
+    the request (bounded wait, polled). Its events arrive in the list."""
     model_server.script(Reply.stall())
     asked = model_server.run(lambda: len(model_server.server.requests))
     events: list[tpb.TurnEvent] = []
     key = uuid.uuid4().hex
 
     def run() -> None:
-        with agent_core.client() as c:
-            events.extend(c.run_turn("s-abort", "take your time", key, timeout=60.0))
+        with core.client() as c:
+            events.extend(c.run_turn(session, text, key, timeout=60.0))
 
     runner = threading.Thread(target=run)
     runner.start()
-    # Readiness, not a guess: the turn is inside its model call once the
-    # fake model has the request (bounded wait, polled).
     deadline = time.monotonic() + 30
     while model_server.run(lambda: len(model_server.server.requests)) == asked:
         assert time.monotonic() < deadline, "the model call never arrived"
         time.sleep(0.01)
+    return runner, events
+
+
+def test_abort_ends_a_turn_stuck_in_a_model_call_and_the_session_goes_on(
+    client: Client, agent_core: InProcessCore, model_server: ServerThread
+) -> None:
+    runner, events = _turn_stuck_in_its_model_call(
+        agent_core, model_server, "s-abort", "take your time"
+    )
     turn_id = client.abort_turn("s-abort")
     runner.join(30)
     assert not runner.is_alive()
@@ -254,25 +263,8 @@ def test_an_executor_killed_mid_turn_ends_the_turn_and_is_rebuilt(
 ) -> None:
     import os
     import signal
-    import threading
-    import time
-    import uuid
 
-    model_server.script(Reply.stall())
-    asked = model_server.run(lambda: len(model_server.server.requests))
-    events: list[tpb.TurnEvent] = []
-    key = uuid.uuid4().hex
-
-    def run() -> None:
-        with agent_core.client() as c:
-            events.extend(c.run_turn("s-kill", "hold on", key, timeout=60.0))
-
-    runner = threading.Thread(target=run)
-    runner.start()
-    deadline = time.monotonic() + 30
-    while model_server.run(lambda: len(model_server.server.requests)) == asked:
-        assert time.monotonic() < deadline, "the model call never arrived"
-        time.sleep(0.01)
+    runner, events = _turn_stuck_in_its_model_call(agent_core, model_server, "s-kill", "hold on")
     executors = [p for p in client.status().processes if p.role.startswith("executor:")]
     assert executors, "no executor in the status"
     for p in executors:  # the one running the turn is among them

@@ -14,22 +14,12 @@ import pytest
 from naga.sdk import errors
 from naga.tokens import RejectReason, Token, TrustLevel
 from naga.v1 import ledger_pb2 as lpb
-from tests.daemon.token_helpers import SECOND, TokenCore, refused, token_core
+from tests.daemon.token_helpers import SECOND, TokenCore, caught_up, refused, token_core
 
 #: Bounds a stream that should have been cut and was not: the test fails
 #: (DEADLINE_EXCEEDED is not the refusal it expects) instead of hanging.
 GUARD_S = 20.0
 REVOKED = RejectReason.REVOKED
-
-
-def _caught_up(events: Iterator[lpb.SubscribeEvent]) -> list[lpb.Record]:
-    """Records up to the first caught_up; the stream then waits, idle."""
-    got: list[lpb.Record] = []
-    for event in events:
-        if event.WhichOneof("event") == "caught_up":
-            return got
-        got.append(event.record)
-    raise AssertionError("the stream ended before it caught up")
 
 
 def _drain(events: Iterator[lpb.SubscribeEvent], into: list[lpb.Record]) -> None:
@@ -51,7 +41,7 @@ def test_an_idle_subscriber_is_cut_with_permission_denied_when_its_token_is_revo
         token = _gateway(c)
         with c.holder(token) as h:
             events = iter(h.subscribe(0, timeout=GUARD_S))
-            _caught_up(events)
+            caught_up(events)
             seq = c.owner.revoke(token, "stolen laptop")
             assert seq is not None
             with refused(errors.TokenDenied, "PERMISSION_DENIED", REVOKED) as info:
@@ -85,7 +75,7 @@ def test_revoking_an_ancestor_cuts_the_sub_task_stream(home: str) -> None:
             child = p.spawn(10)
         with c.holder(child.token) as ch:
             events = iter(ch.subscribe(0, kinds=["kernel.effect"], timeout=GUARD_S))
-            _caught_up(events)
+            caught_up(events)
             c.owner.revoke(parent, "the parent's process was replaced")
             with refused(errors.TokenDenied, "PERMISSION_DENIED", REVOKED) as info:
                 next(events)
@@ -101,7 +91,7 @@ def test_an_idle_subscriber_is_cut_with_unauthenticated_when_its_token_expires(
         token = _gateway(c, ttl_ns=SECOND // 4)
         with c.holder(token) as h:
             events = iter(h.subscribe(0, timeout=GUARD_S))
-            _caught_up(events)
+            caught_up(events)
             c.clock.advance(SECOND // 4)
             with refused(errors.TokenUnauthenticated, "UNAUTHENTICATED", RejectReason.EXPIRED):
                 next(events)
@@ -129,8 +119,8 @@ def test_a_stream_whose_token_is_good_goes_on_when_another_is_revoked(home: str)
         with c.holder(kept) as k, c.holder(dropped) as d:
             good = iter(k.subscribe(0, timeout=GUARD_S))
             bad = iter(d.subscribe(0, timeout=GUARD_S))
-            _caught_up(good)
-            _caught_up(bad)
+            caught_up(good)
+            caught_up(bad)
             seq = c.owner.revoke(dropped, "retired")
             with refused(errors.TokenDenied, "PERMISSION_DENIED", REVOKED):
                 next(bad)
@@ -138,7 +128,7 @@ def test_a_stream_whose_token_is_good_goes_on_when_another_is_revoked(home: str)
             setting = c.owner.set_setting("agent.max_steps", 7).seq
             after: list[int] = []
             while setting not in after:
-                after += [r.seq for r in _caught_up(good)]
+                after += [r.seq for r in caught_up(good)]
             assert after == [seq, setting]  # the revocation, then the setting
 
 
@@ -153,7 +143,7 @@ def test_a_rollback_that_brings_a_revocation_back_cuts_the_stream_again(home: st
         lifted = c.owner.rollback(revoked_at - 1, by_owner=True).seq
         with c.holder(token) as h:
             events = iter(h.subscribe(0, timeout=GUARD_S))
-            _caught_up(events)
+            caught_up(events)
             # Undoing the rollback revokes again; the open stream hears it.
             c.owner.rollback(lifted - 1)
             with refused(errors.TokenDenied, "PERMISSION_DENIED", REVOKED):

@@ -21,22 +21,13 @@ import pytest
 from naga.sdk import Client, errors
 from naga.tokens import RejectReason, Token, TrustLevel
 from naga.v1 import ledger_pb2 as lpb
-from tests.daemon.token_helpers import TokenCore, refused, token_core
+from tests.daemon.token_helpers import TokenCore, caught_up, refused, token_core
 
 #: Bounds a stream that should have been cut and was not (the test fails
 #: with DEADLINE_EXCEEDED instead of hanging).
 GUARD_S = 20.0
 BOB = "wechat:bob"
 LOWERED = "trust lowered to guest while in use: wechat:bob"
-
-
-def _caught_up(events: Iterator[lpb.SubscribeEvent]) -> list[lpb.Record]:
-    got: list[lpb.Record] = []
-    for event in events:
-        if event.WhichOneof("event") == "caught_up":
-            return got
-        got.append(event.record)
-    raise AssertionError("the stream ended before it caught up")
 
 
 @contextlib.contextmanager
@@ -57,7 +48,7 @@ def _bob(c: TokenCore, role: str = "executor", **kw: object) -> Token:
 
 def _idle(h: Client) -> Iterator[lpb.SubscribeEvent]:
     events = iter(h.subscribe(0, kinds=["kernel.effect"], timeout=GUARD_S))
-    assert _caught_up(events) == []  # an executor sees no kernel effect
+    assert caught_up(events) == []  # an executor sees no kernel effect
     return events
 
 
@@ -105,13 +96,13 @@ def test_another_peers_change_or_a_rise_of_its_own_leaves_the_stream_alone(home:
     with token_core(home) as c, c.holder(_bob(c, "gateway", trust=TrustLevel.OWNER)) as h:
         c.owner.set_trust("wechat:alice", "known", by_owner=True)
         events = iter(h.subscribe(0, timeout=GUARD_S))
-        _caught_up(events)
+        caught_up(events)
         alice = c.owner.set_trust("wechat:alice", "guest").seq
         raised = c.owner.set_trust(BOB, "owner", by_owner=True).seq
         setting = c.owner.set_setting("agent.max_steps", 7).seq
         after: list[int] = []
         while setting not in after:
-            after += [r.seq for r in _caught_up(events)]
+            after += [r.seq for r in caught_up(events)]
         assert after == [alice, raised, setting]
 
 

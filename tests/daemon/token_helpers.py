@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 
 import pytest
 
 from naga.sdk import Client, errors
 from naga.tokens import RejectReason, Risk, Token, TrustLevel
+from naga.v1 import ledger_pb2 as lpb
 from tests.daemon.conftest import InProcessCore, core_in_thread
 from tests.ledger_helpers import verify_home
 
@@ -76,3 +77,13 @@ def refused(
         yield info
     assert info.value.code == code, info.value
     assert info.value.reason is reason, info.value
+
+
+def caught_up(events: Iterator[lpb.SubscribeEvent]) -> list[lpb.Record]:
+    """Records up to the first caught_up; the stream then waits, idle."""
+    got: list[lpb.Record] = []
+    for event in events:
+        if event.WhichOneof("event") == "caught_up":
+            return got
+        got.append(event.record)
+    raise AssertionError("the stream ended before it caught up")
