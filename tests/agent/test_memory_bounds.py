@@ -13,13 +13,13 @@ deterministic."""
 from __future__ import annotations
 
 import dataclasses
-import gc
 import os
 import shutil
 import tempfile
 import time
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 import trio
@@ -61,15 +61,33 @@ def home(model_server: ServerThread) -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+#: Every Agent made during the running test, newest last (see _record_agents).
+_MADE: list[Agent] = []
+
+
+@pytest.fixture(autouse=True)
+def _record_agents(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Note each Agent as the core makes it. Not gc.get_objects(): a core
+    runs in this process's threads, and handing out every live object can
+    catch a tuple another thread is still building, which then fails with
+    "SystemError: bad argument to internal function" (seen once in CI, in
+    the provider's launch)."""
+    made = Agent.__init__
+
+    def note(self: Agent, *args: Any, **kwargs: Any) -> None:
+        made(self, *args, **kwargs)
+        _MADE.append(self)
+
+    monkeypatch.setattr(Agent, "__init__", note)
+    yield
+    _MADE.clear()
+
+
 def agent_of(home: str) -> Agent:
-    gc.collect()  # the agent of a core stopped earlier on the same home
-    found = [
-        o
-        for o in gc.get_objects()
-        if isinstance(o, Agent) and o.core.home.root == os.path.abspath(home)
-    ]
-    assert len(found) == 1, found
-    return found[0]
+    """The agent of the core serving ``home`` now (the newest made for it)."""
+    found = [a for a in _MADE if a.core.home.root == os.path.abspath(home)]
+    assert found, "no agent was made for this home"
+    return found[-1]
 
 
 def requests(model_server: ServerThread) -> int:
