@@ -52,6 +52,7 @@ from tests.agent.conftest import write_providers
 from tests.fakes.model_server import FakeModelServer, Reply
 from tests.fakes.turn_core import FakeCore
 from tests.gateway._client import WsClient
+from tests.gateway._login import LoginCodes, core_codes, owner_client
 
 _REPO = str(Path(__file__).resolve().parents[1])
 _LEVELS = (1, 20, 200)
@@ -67,13 +68,15 @@ async def _client(
     echo: bool,
     sessions: list[str],
     errors: list[str],
+    codes: LoginCodes | None,
 ) -> int:
     """Runs ``turns`` turns; returns how many were acknowledged and answered
     (with the fake core's echo when ``echo``); turn errors go to ``errors``."""
-    c = await WsClient.open(port)
+    # The fake core's peers are guests (the bench gateway admits them); a
+    # real gateway's are its owner, by the owner's login (the same proof
+    # as a person's). Either way, one session per client.
+    c = await WsClient.open(port) if codes is None else await owner_client(port, codes)
     hello = await c.connect(name=name)
-    # The fake core's peers are guests; a real gateway's loopback peers are
-    # its owner. Either way, one session per client.
     assert hello["trust"] == ("guest" if echo else "owner"), hello
     session = f"{hello['session_prefix']}{name}"
     sessions.append(session)
@@ -97,7 +100,13 @@ async def _client(
 
 
 async def _level(
-    port: int, sessions: int, turns: int, tag: str, *, echo: bool = True
+    port: int,
+    sessions: int,
+    turns: int,
+    tag: str,
+    *,
+    echo: bool = True,
+    codes: LoginCodes | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     latencies: list[float] = []
     answered: list[int] = []
@@ -107,7 +116,14 @@ async def _level(
     async def one(n: int) -> None:
         answered.append(
             await _client(
-                port, f"{tag}-{n}", turns, latencies, echo=echo, sessions=names, errors=errors
+                port,
+                f"{tag}-{n}",
+                turns,
+                latencies,
+                echo=echo,
+                sessions=names,
+                errors=errors,
+                codes=codes,
             )
         )
 
@@ -160,7 +176,8 @@ def _gateway_alone(turns_per_level: int) -> dict[str, Any]:
             # The per-connection rate limit is lifted: the bench measures
             # throughput, not the flood guard.
             limits = Limits(rate=1e6, burst=1_000_000)
-            config = GatewayConfig(port=0, max_running=64, loopback_owner=False, limits=limits)
+            # 200 sessions at once: each message holds a stream until its end.
+            config = GatewayConfig(port=0, admit_guests=True, limits=limits, max_open=256)
             gateway = Gateway(port_core, config)
             async with trio.open_nursery() as nursery:
                 port = await nursery.start(gateway.serve)
@@ -206,7 +223,9 @@ def end_to_end(turns_per_level: int) -> dict[str, Any]:
             proc = await trio.to_thread.run_sync(_start_core, home, port, log_path)
             for n_sessions in _LEVELS:
                 turns = max(1, turns_per_level // n_sessions)
-                level, names = await _level(port, n_sessions, turns, f"e{n_sessions}", echo=False)
+                level, names = await _level(
+                    port, n_sessions, turns, f"e{n_sessions}", echo=False, codes=core_codes(home)
+                )
                 results.append(level)
                 sessions.extend(names)
             nursery.cancel_scope.cancel()

@@ -3,7 +3,10 @@
 * the bytes one "hi" costs on the wire (request line, headers, body) and in
   the body alone, under a short system prompt, for each API, streamed or not;
 * the adapter's round trip to a provider that answers at once (its own
-  overhead, since the fake does no work): p50/p99 over ``--calls`` calls.
+  overhead, since the fake does no work): p50/p99 over ``--calls`` calls;
+* ``with_default_tools``: the bytes of "hi" under the agent's system prompt
+  with the tools a fresh install offers an owner's turn (the shipped tool
+  plugins' tools up to ``tools.max_risk``, as naga_core.agent builds them).
 
     python bench/model_request_bytes.py [--calls 300]
 """
@@ -17,6 +20,8 @@ import statistics
 import sys
 import time
 from pathlib import Path
+
+from naga.v1 import model_pb2
 
 REPO = Path(__file__).resolve().parents[1]
 SYSTEM = "You are Naga, a helpful assistant."
@@ -85,8 +90,50 @@ def main() -> int:
                         }
 
     trio.run(run)
+    result["with_default_tools"] = trio.run(_with_default_tools)
     print(json.dumps(result))
     return 0
+
+
+def _default_tool_specs() -> list[model_pb2.ToolSpec]:
+    from naga.tokens import Risk
+    from naga_core.agent._tools import spec_for_model
+    from naga_core.kernel import DEFAULT_SETTINGS
+    from naga_core.plugins._catalog import Catalog, Root
+    from naga_core.plugins._host import TOOLS_ROOT
+
+    limit = Risk[str(next(s.default for s in DEFAULT_SETTINGS if s.name == "tools.max_risk"))]
+    catalog = Catalog.scan([Root(TOOLS_ROOT, shipped=True)])
+    tools = [t for name in catalog.names() for t in catalog.plugins[name][-1].manifest.tools]
+    return [spec_for_model(t) for t in sorted(tools, key=lambda t: t.name) if t.risk <= limit]
+
+
+async def _with_default_tools() -> dict[str, object]:
+    from naga_core.agent import SYSTEM_PROMPT
+    from naga_plugins.models import Endpoint, ModelAdapter
+    from tests.fakes.model_server import Reply, open_model_server
+
+    specs = _default_tool_specs()
+    request = model_pb2.ChatRequest(
+        messages=[
+            model_pb2.ChatMessage(role=model_pb2.ROLE_SYSTEM, content=SYSTEM_PROMPT),
+            model_pb2.ChatMessage(role=model_pb2.ROLE_USER, content="hi"),
+        ],
+        tools=specs,
+    )
+    out: dict[str, object] = {"tools": len(specs)}
+    async with open_model_server() as server:
+        for api in ("openai", "anthropic"):
+            url = server.openai_url if api == "openai" else server.anthropic_url
+            endpoint = Endpoint.of(
+                provider="bench", base_url=url, api_key="sk-" + "x" * 48, model="deepseek-chat"
+            )
+            async with ModelAdapter.for_api(api, endpoint) as adapter:
+                server.script(Reply.answer("Hello!"))
+                await adapter.complete(request)
+                sent = server.requests[-1]
+                out[api] = {"wire_bytes": sent.wire_bytes, "body_bytes": len(sent.body)}
+    return out
 
 
 if __name__ == "__main__":

@@ -9,7 +9,10 @@
   a tool call's round trip from an SDK client (p50/p99), the enable of a
   plugin to its first answer, and the time from a worker crash (the caller
   got its error) to the next successful call on the rebuilt worker, with the
-  supervisor's default first restart delay included.
+  supervisor's default first restart delay included; and the core's RPC
+  p50 (Status, from another client) while one plugin floods the core with
+  valid frames (progress of a call; Pongs nobody asked for), as a ratio to
+  the quiet p50 (``--flood`` seconds each, 0 skips).
 
     python bench/sandbox.py --starts 50 --calls 2000 --crashes 10
 """
@@ -17,6 +20,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import select
@@ -24,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -34,7 +39,8 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 
 import sandbox  # noqa: E402
 from naga.sdk import Client  # noqa: E402
-from naga.sdk.errors import PluginUnavailable  # noqa: E402
+from naga.sdk.errors import PluginUnavailable, SdkError  # noqa: E402
+from naga_core.plugins import code_hash  # noqa: E402
 from naga_core.supervisor import RestartPolicy  # noqa: E402
 
 REPO = os.path.dirname(_HERE)
@@ -79,6 +85,68 @@ def crash() -> str:
 main = plugin.main
 """
 
+#: A home plugin that floods the core with valid frames on request.
+FLOODY_MANIFEST = """\
+name = "floody"
+version = "1.0.0"
+kind = "tool"
+description = "Floods the core with frames (bench only)"
+entry = "floody:main"
+
+[[tools]]
+name = "floody.flood"
+risk = "R1"  # it writes its flag into its work directory (R0: read-only)
+description = "progress frames of this call, or Pongs nobody asked for, for a while"
+[tools.params.kind]
+type = "string"
+[tools.params.seconds]
+type = "number"
+"""
+FLOODY_CODE = """\
+import os
+import stat
+import struct
+import time
+
+from naga.v1 import plugin_pb2 as pb
+from naga_plugins import Plugin
+
+plugin = Plugin("floody")
+
+
+def _socket():
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                return fd
+        except OSError:
+            continue
+    raise OSError("no socket")
+
+
+@plugin.tool("floody.flood")
+def flood(kind: str, seconds: float) -> int:
+    open(os.path.join(plugin.work_dir(), "flooding"), "wb").close()
+    end = time.monotonic() + seconds
+    sent = 0
+    if kind == "pong":
+        body = pb.PluginToCore(pong=pb.Pong(nonce=0)).SerializeToString()
+        batch = (struct.pack(">I", len(body)) + body) * 512
+        fd = _socket()
+        while time.monotonic() < end:
+            os.write(fd, batch)
+            sent += 512
+        return sent
+    call = plugin.current_call()
+    while time.monotonic() < end:
+        call.progress(".")
+        sent += 1
+    return sent
+
+
+main = plugin.main
+"""
+
 #: A target that does nothing: len([]) is 0, the exit code.
 NOOP_TARGET = "builtins:len"
 
@@ -117,7 +185,7 @@ def _unsandboxed_start() -> float:
 
 def _profile(kind: str, work: str, core_socket: str) -> sandbox.Profile:
     if kind == "gateway":
-        return sandbox.Profile.gateway(18789, core_socket).with_work_dir(work)
+        return sandbox.Profile.gateway(core_socket).with_work_dir(work)
     if kind == "executor":
         return sandbox.Profile.executor(core_socket, work_dir=work)
     if kind == "egress":
@@ -130,6 +198,59 @@ class HostFigures:
     enable_ms: list[float] = field(default_factory=lambda: [])
     call_ms: list[float] = field(default_factory=lambda: [])
     recover_ms: list[float] = field(default_factory=lambda: [])
+    #: Per flood kind: core RPC p50 quiet, p50 during the flood, and how the flood ended.
+    floods: dict[str, dict[str, object]] = field(default_factory=lambda: {})
+
+
+def _rpc_p50_ms(client: Client, calls: int) -> float:
+    samples: list[float] = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        client.status()
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def _flood(client: Client, home: str, kind: str, seconds: float) -> dict[str, object]:
+    """Core RPC (Status) p50 from another client, quiet and while the floody
+    plugin floods the core with ``kind`` frames."""
+    _timed_enable(client, "floody", HostFigures())
+    quiet = _rpc_p50_ms(client, 100)
+    # Its data directory is its install's (work/plugins/floody@...).
+    (work,) = [
+        d for d in os.listdir(os.path.join(home, "work", "plugins")) if d.startswith("floody@")
+    ]
+    flag = os.path.join(home, "work", "plugins", work, "flooding")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(flag)
+    outcome: list[str] = []
+
+    def run() -> None:
+        try:
+            sent = client.invoke("floody", "floody.flood", {"kind": kind, "seconds": seconds})
+            outcome.append(f"ran {seconds:g} s, {sent} frames sent")
+        except SdkError as exc:
+            outcome.append(f"ended: {exc}")
+
+    flooder = threading.Thread(target=run)
+    flooder.start()
+    while not os.path.exists(flag) and flooder.is_alive():
+        client.status()
+    samples: list[float] = []
+    while flooder.is_alive() and len(samples) < 2000:
+        start = time.perf_counter()
+        client.status()
+        samples.append((time.perf_counter() - start) * 1000)
+    flooder.join()
+    flooded = statistics.median(samples) if samples else quiet
+    return {
+        "quiet_p50_ms": round(quiet, 2),
+        "flooded_p50_ms": round(flooded, 2),
+        # Too few samples when the flood ended the worker at once: no ratio.
+        "ratio": round(flooded / quiet, 2) if len(samples) >= 20 else None,
+        "samples": len(samples),
+        "outcome": outcome[0][:200] if outcome else "",
+    }
 
 
 _CORE_ARGV = (sys.executable, "-m", "naga_core.cli", "daemon", "start", "--foreground")
@@ -165,7 +286,7 @@ def _timed_enable(client: Client, name: str, figures: HostFigures) -> None:
     figures.enable_ms.append((time.perf_counter() - start) * 1000)
 
 
-def _plugin_host(calls: int, crashes: int) -> HostFigures:
+def _plugin_host(calls: int, crashes: int, flood_s: float) -> HostFigures:
     figures = HostFigures()
     with tempfile.TemporaryDirectory(prefix="naga-bench-host-") as root:
         home = os.path.join(root, "home")
@@ -176,9 +297,17 @@ def _plugin_host(calls: int, crashes: int) -> HostFigures:
             f.write(CRASHY_MANIFEST)
         with open(os.path.join(plugin_dir, "crashy.py"), "w") as f:
             f.write(CRASHY_CODE)
+        floody_dir = os.path.join(home, "plugins", "floody")
+        os.makedirs(floody_dir)
+        with open(os.path.join(floody_dir, "plugin.toml"), "w") as f:
+            f.write(FLOODY_MANIFEST)
+        with open(os.path.join(floody_dir, "floody.py"), "w") as f:
+            f.write(FLOODY_CODE)
         core = _start_core(home, os.path.join(root, "core.log"))
         try:
             with Client.connect(home) as client:
+                for folder in (plugin_dir, floody_dir):  # as an owner installs them
+                    client.install_plugin(folder, code_hash(folder))
                 _timed_enable(client, "clock", figures)
                 for _ in range(calls):
                     start = time.perf_counter()
@@ -195,6 +324,9 @@ def _plugin_host(calls: int, crashes: int) -> HostFigures:
                     crashed = time.perf_counter()
                     client.invoke("crashy", "crashy.echo", {"text": "x"}, timeout=60)
                     figures.recover_ms.append((time.perf_counter() - crashed) * 1000)
+                if flood_s > 0:
+                    for kind in ("progress", "pong"):
+                        figures.floods[kind] = _flood(client, home, kind, flood_s)
                 client.shutdown("bench done")
             core.wait(60)
         finally:
@@ -212,6 +344,9 @@ def main() -> int:
     )
     ap.add_argument("--calls", type=int, default=1000, help="plugin calls to time (0: skip)")
     ap.add_argument("--crashes", type=int, default=8, help="worker crashes to time (0: skip)")
+    ap.add_argument(
+        "--flood", type=float, default=3.0, help="seconds each frame flood lasts (0: skip)"
+    )
     args = ap.parse_args()
     if args.starts < 1:
         ap.error("--starts must be at least 1")
@@ -255,7 +390,7 @@ def main() -> int:
         "detect_ms_p50": round(statistics.median(detect_ms), 2),
     }
     if args.calls or args.crashes:
-        host = _plugin_host(args.calls, args.crashes)
+        host = _plugin_host(args.calls, args.crashes, args.flood)
         result["plugin_host"] = {
             "enable_to_running_ms": _percentiles(host.enable_ms),
             "call_round_trip_ms": _percentiles(host.call_ms) if host.call_ms else None,
@@ -264,6 +399,8 @@ def main() -> int:
             "first_restart_delay_ms": RestartPolicy().backoff_s * 1000,
             "calls": len(host.call_ms),
             "crashes": len(host.recover_ms),
+            # Core RPC p50 while one plugin floods frames, as a ratio to quiet.
+            "flood": host.floods,
         }
     print(json.dumps(result))
     return 0

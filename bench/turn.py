@@ -4,10 +4,13 @@ JSON object.
 
 * cold start: ``naga daemon start --foreground`` spawned to the first
   answered turn (the executors and the provider warm up meanwhile);
-* runtime overhead per turn (the fake does no work, so a turn's wall time is
-  overhead): wall p50/p99 over ``--turns`` sequential turns, and the CPU
-  time summed over every Naga process (the core and its workers, from
-  /proc/PID/stat) per turn;
+* runtime overhead per turn: wall p50/p99 over ``--turns`` sequential
+  turns (``turn_wall``, from the SDK client's call to the turn's last event),
+  the same less the time the fake model spent answering each turn's request
+  (``turn_overhead``: from its last byte read to its answer's last byte
+  written; what the runtime adds around the model call: client, core,
+  executor, provider, HTTP client), and the CPU time summed over every Naga
+  process (the core and its workers, from /proc/PID/stat) per turn;
 * throughput: ``--sessions`` sessions x ``--per-session`` turns at once;
 * resident memory of all Naga processes, idle and after ``--grow`` turns,
   also per role (``rss_by_role_mb``: core, executor, plugin:<name>; a role
@@ -15,7 +18,15 @@ JSON object.
   ``--grow-marks`` (turn counts within the grow phase), so growth per
   process is told apart from a one-off high-water mark;
 * bytes the provider received for the message "hi" (request line, headers,
-  body) in a fresh session.
+  body) in a fresh session;
+* ``per_turn_wire``: process crossings and encodings per turn, counted (not
+  estimated) over ``--count`` turns of a core run in this process with
+  counting wrappers on its wire functions: plugin frames each way (pings
+  and pongs aside), gRPC messages each way, HTTP requests and responses at
+  the fake model; and the core's encodings: protobuf serializations and
+  parses of those messages, JSON and base64 calls in the turn path's
+  modules. Every crossing of a turn has the core at one end, except the
+  provider's HTTP, counted at the model.
 
     python bench/turn.py [--turns 200] [--sessions 20] [--per-session 5] [--grow 400]
                          [--grow-sessions 20] [--grow-marks 400,1600]
@@ -24,6 +35,7 @@ JSON object.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import select
@@ -35,6 +47,8 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -45,7 +59,9 @@ sys.path.insert(0, REPO)
 import trio  # noqa: E402
 
 from naga.sdk import Client  # noqa: E402
+from naga_core.agent import AgentConfig  # noqa: E402
 from tests.agent.conftest import write_providers  # noqa: E402
+from tests.daemon.conftest import core_in_thread  # noqa: E402
 from tests.fakes.model_server import FakeModelServer, Reply  # noqa: E402
 
 _CORE_ARGV = (sys.executable, "-m", "naga_core.cli", "daemon", "start", "--foreground")
@@ -76,6 +92,10 @@ class Server:
     def script(self, n: int) -> None:
         replies = [Reply.answer("ok", usage=(10, 1), pieces=1) for _ in range(n)]
         trio.from_thread.run_sync(self.server.script, *replies, trio_token=self._token)
+
+    def answer_s(self) -> list[float]:
+        """Seconds the fake spent on each request it answered so far."""
+        return trio.from_thread.run_sync(lambda: list(self.server.answer_s), trio_token=self._token)
 
     def requests(self) -> list[Any]:
         return trio.from_thread.run_sync(lambda: list(self.server.requests), trio_token=self._token)
@@ -145,6 +165,151 @@ def _turn(client: Client, session: str, text: str = "hello") -> float:
     return took
 
 
+class _Patches:
+    """Counting wrappers on module attributes, undone on exit."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self._undo: list[tuple[object, str, object]] = []
+
+    def wrap(self, owner: object, name: str, make: Callable[[Any], Any]) -> None:
+        original = getattr(owner, name)
+        self._undo.append((owner, name, original))
+        setattr(owner, name, make(original))
+
+    def undo(self) -> None:
+        for owner, name, original in reversed(self._undo):
+            setattr(owner, name, original)
+
+
+class _Counting:
+    """A stand-in for ``json`` or ``base64`` in one module: counts its calls."""
+
+    def __init__(self, module: Any, counts: Counter[str], label: str) -> None:
+        self._module = module
+        self._counts = counts
+        self._label = label
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._module, name)
+        if not callable(attr) or name[:1].isupper():
+            return attr
+        counts, label = self._counts, f"encode:{self._label}.{name}"
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            counts[label] += 1
+            return attr(*args, **kwargs)
+
+        return counted
+
+
+@contextlib.contextmanager
+def count_wire() -> Generator[Counter[str]]:
+    """Count, in this process's core, every crossing and encoding of the
+    turn path (see the module docstring)."""
+    from naga.v1 import plugin_pb2
+    from naga_core.daemon import _bridge
+    from naga_core.plugins import _session
+
+    p = _Patches()
+    counts = p.counts
+
+    def frame_out(encode: Any) -> Any:
+        def counted(frame: plugin_pb2.CoreToPlugin, **kw: Any) -> bytes:
+            if frame.WhichOneof("frame") != "ping":
+                counts["plugin_frames_out"] += 1
+                counts["encode:proto.serialize(frame)"] += 1
+            return encode(frame, **kw)
+
+        return counted
+
+    def frame_in(decode: Any) -> Any:
+        def counted(body: bytes) -> plugin_pb2.PluginToCore:
+            frame = decode(body)
+            if frame.WhichOneof("frame") != "pong":
+                counts["plugin_frames_in"] += 1
+                counts["encode:proto.parse(frame)"] += 1
+            return frame
+
+        return counted
+
+    def grpc_in(decode: Any) -> Any:
+        def counted(cls: Any, raw: bytes) -> Any:
+            counts["grpc_messages_in"] += 1
+            counts["encode:proto.parse(grpc)"] += 1
+            return decode(cls, raw)
+
+        return counted
+
+    def grpc_out(make: Any) -> Any:
+        def wrapped(self: Any, m: Any, full: str) -> Any:
+            behave = make(self, m, full)
+
+            def counted(raw: bytes, context: Any) -> Any:
+                answer = behave(raw, context)
+                if isinstance(answer, bytes):
+                    counts["grpc_messages_out"] += 1
+                    counts["encode:proto.serialize(grpc)"] += 1
+                    return answer
+                return _counted_stream(answer)
+
+            return counted
+
+        return wrapped
+
+    def _counted_stream(messages: Iterator[bytes]) -> Iterator[bytes]:
+        for message in messages:
+            counts["grpc_messages_out"] += 1
+            counts["encode:proto.serialize(grpc)"] += 1
+            yield message
+
+    p.wrap(_session, "encode_frame", frame_out)
+    p.wrap(_session, "decode_from_plugin", frame_in)
+    p.wrap(_bridge, "_decode", grpc_in)
+    for method in ("_unary", "_async_unary", "_stream"):
+        p.wrap(_bridge.Bridge, method, grpc_out)
+    for name, module in list(sys.modules.items()):
+        if name.startswith(("naga_core.agent.", "naga_core.plugins.", "naga_core.daemon.")):
+            for lib in ("json", "base64"):
+                if getattr(module, lib, None) is sys.modules[lib]:
+                    p.wrap(module, lib, lambda m, lib=lib: _Counting(m, counts, lib))
+    try:
+        yield counts
+    finally:
+        p.undo()
+
+
+def _per_turn_wire(server: Server, home: str, turns: int) -> dict[str, Any]:
+    os.makedirs(home, mode=0o700)
+    write_providers(home, server.server.openai_url)
+    with (
+        count_wire() as counts,
+        core_in_thread(home, agent=AgentConfig(executors=2)) as core,
+        core.client() as c,
+    ):
+        server.script(1)
+        _turn(c, "count-warm")  # workers warm, sessions known
+        counts.clear()
+        before = len(server.requests())
+        server.script(turns)
+        for i in range(turns):
+            _turn(c, f"count-{i % 3}")
+        http = len(server.requests()) - before
+        totals = dict(counts)
+        c.shutdown("count done")
+    totals["http_requests_in"] = http
+    totals["http_responses_out"] = http
+    per = {k: round(v / turns, 2) for k, v in sorted(totals.items())}
+    crossings = sum(v for k, v in per.items() if k.endswith(("_in", "_out")))
+    encodings = sum(v for k, v in per.items() if k.startswith("encode:"))
+    return {
+        "turns": turns,
+        "crossings": round(crossings, 2),
+        "encodings": round(encodings, 2),
+        **per,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--turns", type=int, default=200)
@@ -154,6 +319,7 @@ def main() -> int:
     parser.add_argument(
         "--grow-sessions", type=int, default=20, help="sessions the grow turns cycle through"
     )
+    parser.add_argument("--count", type=int, default=50, help="turns of the wire count")
     parser.add_argument(
         "--grow-marks",
         default="",
@@ -169,6 +335,7 @@ def main() -> int:
     proc: subprocess.Popen[bytes] | None = None
     out: dict[str, Any] = {"bench": "turn"}
     try:
+        out["per_turn_wire"] = _per_turn_wire(server, os.path.join(root, "count"), args.count)
         server.script(1)
         r, w = os.pipe()
         started = time.perf_counter()
@@ -193,9 +360,19 @@ def main() -> int:
 
             server.script(args.turns)
             cpu0 = _cpu_s(pids)
-            walls = [_turn(client, f"seq-{i % 10}") for i in range(args.turns)]
+            walls: list[float] = []
+            at_model: list[float] = []
+            for i in range(args.turns):
+                seen = len(server.answer_s())
+                walls.append(_turn(client, f"seq-{i % 10}"))
+                at_model.append(sum(server.answer_s()[seen:]))
             cpu = _cpu_s(pids) - cpu0
             out["turn_wall"] = _pct(walls)
+            # What the runtime adds around the model call: the wall time
+            # less the time the fake spent answering (request read to
+            # answer written), turn by turn.
+            out["turn_overhead"] = _pct([w - m for w, m in zip(walls, at_model, strict=True)])
+            out["model_answer"] = _pct(at_model)
             out["turn_cpu_ms_per_turn"] = round(cpu / args.turns * 1000, 2)
 
             total = args.sessions * args.per_session
@@ -238,6 +415,7 @@ def main() -> int:
             shutil.rmtree(root, ignore_errors=True)
     out["targets"] = {
         "turn_wall_p50_ms": 20,
+        "turn_overhead_p50_ms": 14,
         "turns_per_s": 40,
         "cold_start_to_first_turn_ms": 1500,
         "rss_idle_mb": 250,

@@ -28,7 +28,10 @@ MAX_BLOB_REFS: Final = 64
 
 # --- segments ---------------------------------------------------------------
 #: A segment is sealed once the next record would take it past this size.
-SEGMENT_MAX_BYTES: Final = 64 << 20
+#: Small enough that the unsealed tail a start scans record by record stays
+#: short (docs/adr/0022-hands-startup-snapshot.md); sealed ones are checked
+#: by one hash each.
+SEGMENT_MAX_BYTES: Final = 8 << 20
 #: Digits of the first sequence number in a segment's file name.
 SEGMENT_NAME_DIGITS: Final = 20
 
@@ -56,6 +59,9 @@ BLOB_CHUNK_BYTES: Final = 1 << 20
 # --- snapshots ------------------------------------------------------------------
 #: Snapshots kept on disk; older ones are removed after a new one is durable.
 SNAPSHOTS_KEPT: Final = 3
+#: The format of the core's start-up image (naga.v1.StartImage.format); a
+#: snapshot of any other is ignored and the start replays the ledger.
+STARTUP_IMAGE_FORMAT: Final = 2
 
 # --- timeouts -------------------------------------------------------------------
 #: How long a writer waits for the ledger lock held by another process.
@@ -91,8 +97,16 @@ CORE_SOCKET_NAME: Final = "core.sock"
 OWNER_TOKEN_NAME: Final = "owner.token"
 #: Bytes of the owner credential the core generates at every start.
 OWNER_TOKEN_BYTES: Final = 32
-#: Largest request message the core accepts.
-MAX_RPC_REQUEST_BYTES: Final = 64 << 10
+#: Largest request message the core accepts: a turn's message
+#: (MAX_MESSAGE_BYTES) and a model call's prompt within the largest window
+#: a provider may declare (docs/adr/0010-prompt-budget.md) fit.
+MAX_RPC_REQUEST_BYTES: Final = 8 << 20
+#: The largest file the owner sends to a WeChat user in one request (it fits one).
+WECHAT_SEND_MAX_BYTES: Final = 6 << 20
+#: Longest message one turn (or steer) may carry, in UTF-8 bytes: a long
+#: paste is taken and fitted to the model's window, not refused. Below the
+#: ledger's MAX_RECORD_BODY_BYTES with room for the record's other fields.
+MAX_MESSAGE_BYTES: Final = 1_000_000
 #: Largest response message the core sends (and clients accept).
 MAX_RPC_RESPONSE_BYTES: Final = 8 << 20
 #: Most bytes of record payload one GetRecords page or Subscribe batch carries.
@@ -100,15 +114,20 @@ RECORDS_PAGE_MAX_BYTES: Final = 4 << 20
 #: Most entries one page of GetRecords or History returns.
 MAX_PAGE_ENTRIES: Final = 1000
 #: Threads serving gRPC calls in the core (each call holds one while it runs).
-CORE_RPC_THREADS: Final = 64
+CORE_RPC_THREADS: Final = 320
 #: Most Subscribe streams open at once (each holds a thread while it waits).
 MAX_SUBSCRIBERS: Final = 8
-#: Most TurnService.Run streams open at once (each holds a thread while its turn runs).
-MAX_RUN_STREAMS: Final = 32
+#: Most TurnService.Run streams open at once (each holds a thread while its
+#: turn waits in the core's lanes and while it runs).
+MAX_RUN_STREAMS: Final = 256
 #: Seconds in-flight calls get to finish when the core stops.
 SHUTDOWN_GRACE_S: Final = 5.0
 #: Default deadline of one SDK call, in seconds.
 RPC_DEADLINE_S: Final = 10.0
+#: run/core.log rotates past this size into core.log.1 (docs/adr/0032-...).
+CORE_LOG_ROTATE_BYTES: Final = 4 << 20
+#: Rotated files kept beside run/core.log (core.log.1 .. core.log.3); older ones are deleted.
+CORE_LOG_KEPT_FILES: Final = 3
 
 # --- the agent's sessions -------------------------------------------------------------
 #: Idempotency keys a session remembers (its latest turns); an older key sent
@@ -124,8 +143,10 @@ PLUGIN_MANIFEST_NAME: Final = "plugin.toml"
 #: Version of the core <-> plugin wire (proto/naga/v1/plugin.proto); a Hello
 #: with another is refused.
 PLUGIN_PROTOCOL_VERSION: Final = 1
-#: Largest frame either side of the plugin wire accepts (4-byte length excluded).
-PLUGIN_MAX_FRAME_BYTES: Final = 1 << 20
+#: Largest frame either side of the plugin wire accepts (4-byte length
+#: excluded): a tool result of several MiB (stored as a blob, shown cut) and
+#: an executor job with a prompt of the largest window fit.
+PLUGIN_MAX_FRAME_BYTES: Final = 16 << 20
 #: Most Progress text the core delivers for one call, in bytes (UTF-8); more is dropped.
 PLUGIN_MAX_PROGRESS_BYTES: Final = 1 << 20
 #: Most Progress frames the core delivers for one call; more are dropped.
@@ -134,5 +155,38 @@ PLUGIN_MAX_PROGRESS_FRAMES: Final = 65536
 PLUGIN_MAX_NAME_CHARS: Final = 40
 #: Longest arguments JSON text one tool call may carry, in characters.
 PLUGIN_MAX_ARGUMENTS_CHARS: Final = 60000
+#: Most tool calls one ToolService.CallStep carries (an executor splits a
+#: longer step into several, each within MAX_RPC_REQUEST_BYTES).
+TOOL_STEP_MAX_CALLS: Final = 16
 #: Most PluginService.Invoke calls in flight at once (each holds a server thread).
 MAX_PLUGIN_CALLS_IN_FLIGHT: Final = 4
+
+# --- names every process shares (docs/design/naming.md) ------------------------------
+#: The environment variable carrying a sandboxed process's capability token (base64).
+TOKEN_ENV: Final = "NAGA_TOKEN"
+#: The environment variable naming the core's socket inside a sandbox.
+CORE_SOCKET_ENV: Final = "NAGA_CORE_SOCKET"
+#: The environment variable naming the core's egress proxy socket inside a
+#: sandbox (plugins that reach the network only through it: naga_core.egress).
+EGRESS_SOCKET_ENV: Final = "NAGA_EGRESS_SOCKET"
+#: The executor's one tool: a turn.
+EXECUTOR_TOOL: Final = "executor.turn"
+#: The plugin name of every model provider worker.
+PROVIDER_PLUGIN: Final = "provider"
+#: The provider worker's one tool: a model call.
+PROVIDER_TOOL: Final = "provider.complete"
+#: The provider's configuration, written by the core beside the worker's manifest.
+PROVIDER_CONFIG_FILE: Final = "provider.pb"
+#: The exit code of a plugin worker whose code does not match its manifest
+#: (sysexits EX_CONFIG); the core names the cause from it.
+PLUGIN_SETUP_EXIT_CODE: Final = 78
+#: Record kind of every kernel effect (and abort) in the ledger.
+KERNEL_EFFECT_KIND: Final = "kernel.effect"
+#: A session name (the whole string matches).
+SESSION_PATTERN: Final = r"[a-z0-9][a-z0-9_.:-]{0,127}"
+#: Longest idempotency key a client may send with a message, in characters.
+MAX_IDEMPOTENCY_KEY_CHARS: Final = 128
+#: Version of the console's WebSocket protocol (docs/protocol/websocket.md), sent in ``connect``.
+CONSOLE_PROTOCOL_VERSION: Final = 1
+#: Trailing metadata key naming a failed call's refusal (a ``naga.v1.Refusal`` name).
+REFUSAL_KEY: Final = "naga-refusal"

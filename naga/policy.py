@@ -2,18 +2,19 @@
 tools it may see and which events reach it (SPEC section 4, L0.5 "Trust";
 docs/design/trust.md).
 
-One declarative table, read by the gateway (event and tool visibility) and
-available to the core (a turn's budget by the sender's trust). Everything a
-peer is shown goes through :meth:`TrustPolicy.sees`; nothing else decides.
+One declarative table. The core mints every turn's token from the row of
+the peer's trust at that moment (its budget, its risk ceiling, the tools
+its model is offered: :meth:`TrustPolicy.tool_visible`); the gateway shows
+a peer what the same row lets it see. Everything a peer is shown goes
+through :meth:`TrustPolicy.sees`; nothing else decides.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
-
-import attrs
 
 from naga.trust import TrustLevel
 
@@ -30,6 +31,7 @@ class EventKind(enum.Enum):
     USAGE = "turn.usage"  # tokens and calls a turn cost
     ERROR = "turn.error"
     QUEUED = "lane.queued"  # a message waits in its session's lane
+    APPROVAL = "tool.approval"  # a tool call waits for the owner (owner only)
 
 
 class Scope(enum.Enum):
@@ -45,7 +47,7 @@ MAX_RISK = 4
 _TOOL_KINDS = frozenset({EventKind.TOOL_STARTED, EventKind.TOOL_FINISHED})
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class TrustPolicy:
     """One row of the table."""
 
@@ -60,12 +62,22 @@ class TrustPolicy:
     scope: Scope
     #: Whether the peer may roll the ledger back (the console's "undo").
     may_rollback: bool
+    #: Whether the agent may write skills from the peer's turns (into the
+    #: peer's own scope only; docs/design/skills.md).
+    may_write_skills: bool = False
 
     def tool_visible(self, risk: int | None) -> bool:
-        """Whether a tool of ``risk`` (None: unknown, treated as R4) shows."""
+        """Whether a tool of ``risk`` (None: unknown, treated as R4) shows:
+        in the tool list, in tool events, and to the peer's model."""
         if self.max_tool_risk is None:
             return False
         return (MAX_RISK if risk is None else risk) <= self.max_tool_risk
+
+    @property
+    def risk_ceiling(self) -> int:
+        """The risk ceiling of a turn's token (0 when no tool shows: the
+        token then allows no tool at all)."""
+        return 0 if self.max_tool_risk is None else self.max_tool_risk
 
     def sees(self, kind: EventKind, scope: Scope, tool_risk: int | None = None) -> bool:
         """Whether an event of ``kind`` in ``scope`` reaches the peer;
@@ -87,10 +99,22 @@ _TEXT = frozenset(
 POLICY: Mapping[TrustLevel, TrustPolicy] = MappingProxyType(
     {
         TrustLevel.OWNER: TrustPolicy(
-            TrustLevel.OWNER, 200_000, 4, _ALL, Scope.OTHER, may_rollback=True
+            TrustLevel.OWNER,
+            200_000,
+            4,
+            _ALL,
+            Scope.OTHER,
+            may_rollback=True,
+            may_write_skills=True,
         ),
         TrustLevel.KNOWN: TrustPolicy(
-            TrustLevel.KNOWN, 50_000, 2, _ALL, Scope.SESSION, may_rollback=False
+            TrustLevel.KNOWN,
+            50_000,
+            2,
+            _ALL - {EventKind.APPROVAL},
+            Scope.SESSION,
+            may_rollback=False,
+            may_write_skills=True,
         ),
         TrustLevel.GUEST: TrustPolicy(
             TrustLevel.GUEST,

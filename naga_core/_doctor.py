@@ -23,16 +23,25 @@ import sandbox
 from naga.sdk import Client
 from naga.sdk.errors import SdkError
 from naga.v1 import core_pb2 as cpb
+from naga_core import constitution
 from naga_core._home import Home
-from naga_core._store import blob_store, projection_path, verifier_for
+from naga_core._providers import (
+    NoProviderConfigured,
+    Providers,
+    ProvidersFileError,
+    providers_path,
+)
+from naga_core._store import blob_store, projection_path, read_only_ledger, verifier_for
 from naga_core.authz import load_token_key, token_key_path
-from naga_core.daemon._gateway import WEBCHAT_HOST, WEBCHAT_PORT
+from naga_core.daemon import WEBCHAT_HOST, WEBCHAT_PORT
 from naga_core.errors import LedgerLocked, NagaError
 from naga_core.ledger import OsFileSystem, verify_ledger
 
 #: WebChat's address (SPEC section 1; the default of the gateway.port setting).
 #: What the core daemon keeps in ``$NAGA_HOME/run`` (SPEC section 1).
 RUN_DIR = "run"
+#: The setting that chooses the model provider (naga_core.agent's SETTING).
+PROVIDER_SETTING = "model.provider"
 CORE_SOCKET = "core.sock"
 CORE_PID = "core.pid"
 #: Secrets the core may keep in run/ and keys/; each must be 0600 or narrower.
@@ -89,12 +98,15 @@ def checks_for(home: Home, *, webchat: tuple[str, int] | None = None) -> list[Ch
         Check("key files", partial(_key_files, home)),
         Check("token key", partial(_token_key, home)),
         Check("credentials", partial(_credentials, home)),
+        Check("model provider", partial(_model_provider, home)),
         Check("ledger", partial(_ledger, home)),
+        Check("constitution", partial(_constitution, home)),
         Check("run directory", partial(_run_directory, home)),
         Check("core process", partial(_core_process, home)),
         Check("core answers", partial(_core_answers, home)),
         Check("webchat port", partial(_webchat_port, home, webchat)),
         Check("sandbox", lambda: sandbox_verdict(sandbox.detect())),
+        Check("cgroups", lambda: cgroups_verdict(sandbox.detect_cgroups())),
     ]
 
 
@@ -187,6 +199,35 @@ def _credentials(home: Home) -> tuple[bool, str]:
     if problems:
         return False, "; ".join(problems)
     return True, f"{path} is 0600 or narrower"
+
+
+def _model_provider(home: Home) -> tuple[bool, str]:
+    """providers.json parses and validates (what the core will read), and
+    the running core's ``model.provider`` setting names one of its entries
+    (or ``local``, or is unset)."""
+    path = providers_path(home)
+    try:
+        names = sorted(Providers.load(home).by_name)
+    except NoProviderConfigured:
+        names = None
+    except ProvidersFileError as exc:
+        return False, f"{path} is refused: {exc.reason}"
+    listed = f"{path} lists {', '.join(names)}" if names else f"no {path}"
+    if live_core_pid(home) is None:
+        return True, f"{listed}; model.provider not checked (no live core)"
+    try:
+        with Client.connect(home.root, timeout=CORE_ANSWER_TIMEOUT_S) as client:
+            chosen = client.get_setting(PROVIDER_SETTING).value.text
+    except SdkError as exc:
+        return False, f"{listed}; the core did not say its model.provider: {exc}"
+    if chosen in ("", "local") or (names is not None and chosen in names):
+        shown = chosen or "unset (providers.json's default, else local)"
+        return True, f"{listed}; model.provider = {shown}"
+    known = ", ".join([*(names or []), "local"])
+    return False, (
+        f"model.provider = {chosen!r} names no provider ({listed}); known: {known}. "
+        f"Fix it with `naga config set model.provider NAME`"
+    )
 
 
 def _run_directory(home: Home) -> tuple[bool, str]:
@@ -354,6 +395,39 @@ def _ledger(home: Home) -> tuple[bool, str]:
     return _held(home, holder, f"the ledger is held by pid {holder}")
 
 
+def _constitution(home: Home) -> tuple[bool, str]:
+    """The file against its anchor: the running core's (its last check),
+    else the ledger's, read offline."""
+    if not home.exists():
+        return False, f"no home at {home.root}"
+    if live_core_pid(home) is not None:
+        checked = constitution.last_check(os.path.join(home.root, RUN_DIR))
+        anchor = checked.get("anchor", "")
+        interval = checked.get("interval_s", "?")
+        source = f"the running core's anchor (it checks every {interval} s)"
+    else:
+        try:  # read-only: a stopped core's ledger is never opened here
+            _report, ledger = read_only_ledger(home)
+            anchored = constitution.anchored_in(home, ledger)
+        except NagaError as exc:
+            return False, f"cannot read the anchor from the ledger: {exc}"
+        if anchored is None and not os.path.exists(constitution.path_of(home)):
+            return True, "not installed yet: the core installs the shipped default at its start"
+        in_force = constitution.effective(anchored)
+        anchor = in_force.sha256
+        source = (
+            "the shipped default's hash (never amended)"
+            if anchored is None
+            else f"the ledger's anchor ({anchored.source})"
+        )
+    if not anchor:
+        return False, "the running core reported no check yet"
+    got = constitution.check(home, constitution.Anchor(anchor, "", 0))
+    if got.ok:
+        return True, f"matches {source}: sha256 {anchor[:16]}"
+    return False, f"{got.problem}; to go on: {constitution.how_to_fix(home)}"
+
+
 def _held(home: Home, holder: int | None, what: str) -> tuple[bool, str]:
     """The ledger is open for writing: by the running core (fine: verifying
     it mid-write could misread a batch being appended) or by someone else."""
@@ -415,6 +489,19 @@ def _webchat_port(home: Home, pinned: tuple[str, int] | None) -> tuple[bool, str
 
 
 # --- the sandbox ---------------------------------------------------------------------
+
+
+def cgroups_verdict(support: sandbox.CgroupSupport) -> tuple[bool, str]:
+    """Where workers get a cgroup of their own (a CPU quota and a memory
+    ceiling the kernel holds), or the fallback and why: never a failure,
+    since the supervisor's windowed CPU check and resident ceiling hold
+    without them (docs/adr/0031-sec-cgroups.md)."""
+    if support.usable:
+        return True, support.line().removeprefix("sandbox cgroups: ")
+    return True, (
+        "none: each worker's CPU share is the supervisor's windowed check and a renice, "
+        f"its memory the resident check ({support.reason})"
+    )
 
 
 def sandbox_verdict(report: sandbox.KernelReport) -> tuple[bool, str]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from naga.constants import CHECKPOINT_ORIGIN_PREFIX
 from naga_core.errors import ConfigError
-from naga_core.ledger._checkpoint import CheckpointSigner
+from naga_core.ledger import CheckpointSigner
 
 _KEY_HEADER = "naga-ledger-key v1"
 

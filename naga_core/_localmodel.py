@@ -31,6 +31,7 @@ owner's shell exports should change how the model is served).
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import signal
 import socket
@@ -58,6 +59,8 @@ from naga_core._localmodel_assets import (
     require_model,
 )
 from naga_core.supervisor import sandboxed, wait_exit
+
+_logger = logging.getLogger("naga.localmodel")
 
 #: The sandbox target that runs llama-cpp-python's server.
 SERVER_TARGET = "naga_plugins.localmodel.llama:main"
@@ -117,6 +120,11 @@ def _default_threads() -> int:
     return max(1, min(4, len(os.sched_getaffinity(0))))
 
 
+#: The embedded model's context window (tokens), its server's ``--n_ctx``:
+#: the prompt budget of a turn on it is cut from this.
+LOCAL_CONTEXT_WINDOW = 4096
+
+
 @dataclass(frozen=True, slots=True)
 class LocalModelSettings:
     """How to run the server; :meth:`from_cache` gives the shipped defaults."""
@@ -125,7 +133,7 @@ class LocalModelSettings:
     #: The name the server answers to (``--model_alias``).
     model_name: str
     #: A modest context keeps the KV cache (and so memory) small.
-    n_ctx: int = 4096
+    n_ctx: int = LOCAL_CONTEXT_WINDOW
     n_threads: int = field(default_factory=_default_threads)
     #: None: the chat template embedded in the GGUF (it knows the tool format).
     chat_format: str | None = None
@@ -136,6 +144,13 @@ class LocalModelSettings:
     #: that and makes a runaway allocation fail in the server instead of
     #: taking the machine's memory.
     memory_limit_bytes: int = sandbox.MODEL_SERVER_ADDRESS_SPACE
+    #: CPUs it may use in every 100 ms (its cgroup's quota); None: its
+    #: thread count, so the threads llama.cpp or OpenMP start beyond
+    #: ``n_threads`` share those CPUs instead of taking more.
+    cpu_max: float | None = None
+    #: Its processes and threads at most (its cgroup's pids.max): uvicorn,
+    #: the thread pools, llama.cpp's workers; far below a runaway.
+    max_tasks: int = 256
     #: Where the server's output goes; None: a temporary file removed on exit.
     log_path: Path | None = None
     #: The server's one writable directory; None: a temporary one.
@@ -227,6 +242,28 @@ def _check_server_installed(settings: LocalModelSettings) -> None:
             )
 
 
+def server_cgroup(
+    settings: LocalModelSettings, kernel: sandbox.KernelReport
+) -> sandbox.Cgroup | None:
+    """The server's own cgroup: its CPU quota, a memory ceiling of its
+    address-space limit (resident pages and the model's page cache count
+    against it, kernel memory too), its task count; None where the kernel
+    offers no cgroups (``naga doctor`` says why) or one cannot be made."""
+    support = kernel.cgroups
+    if support is None or not support.usable:
+        return None
+    limits = sandbox.CgroupLimits(
+        cpus=settings.cpu_max or float(settings.n_threads),
+        memory_bytes=settings.memory_limit_bytes,
+        pids=settings.max_tasks,
+    )
+    try:
+        return sandbox.Cgroup.create(support, "local-model", limits)
+    except OSError as exc:
+        _logger.warning("local model server: runs without a cgroup of its own: %s", exc)
+        return None
+
+
 def _launch(
     settings: LocalModelSettings,
     *,
@@ -236,8 +273,11 @@ def _launch(
     log: IO[bytes],
     log_path: Path,
 ) -> sandbox.Sandboxed:
-    """Start the sandboxed server (blocking: in a thread); it serves ``listener``."""
+    """Start the sandboxed server (blocking: in a thread) in its own cgroup;
+    it serves ``listener``."""
     args = [str(lifeline), str(listener.fileno()), repr(settings.stop_grace_s)]
+    kernel = settings.kernel or sandbox.detect()
+    cgroup = server_cgroup(settings, kernel)
     try:
         return sandbox.launch(
             settings.profile(work_dir),
@@ -247,19 +287,28 @@ def _launch(
             env=_SERVER_ENV,
             stdout=log,
             stderr=log,
-            kernel=settings.kernel,
+            kernel=kernel,
             ready_timeout=settings.ready_timeout_s,
+            cgroup=cgroup,
         )
-    except sandbox.LayerUnavailable as e:
-        raise LocalModelSandboxFailed(f"the local model server cannot be sandboxed: {e}") from e
-    except sandbox.ProfileInvalid as e:
-        raise LocalModelSandboxFailed(f"the local model server's sandbox is invalid: {e}") from e
-    except sandbox.LaunchFailed as e:
-        hint = f"; {_RUN_MAKE}" if "ModuleNotFoundError" in e.detail else ""
-        raise LocalModelSandboxFailed(
-            f"the local model server did not start in its sandbox: {e}{hint}; "
-            f"the end of its log ({log_path}):\n{log_tail(log_path)}"
-        ) from e
+    except BaseException as e:
+        if cgroup is not None:  # the child's handle owns it only once launched
+            with suppress(OSError):
+                cgroup.remove()
+        if isinstance(e, sandbox.LayerUnavailable):
+            raise LocalModelSandboxFailed(f"the local model server cannot be sandboxed: {e}") from e
+        if isinstance(e, sandbox.ProfileInvalid):
+            raise LocalModelSandboxFailed(
+                f"the local model server's sandbox is invalid: {e}"
+            ) from e
+        if isinstance(e, sandbox.LaunchFailed):
+            # The server's module did not import (llama_cpp missing): make installs it.
+            hint = f"; {_RUN_MAKE}" if e.layer == sandbox.Layer.TARGET.value else ""
+            raise LocalModelSandboxFailed(
+                f"the local model server did not start in its sandbox: {e}{hint}; "
+                f"the end of its log ({log_path}):\n{log_tail(log_path)}"
+            ) from e
+        raise
 
 
 def _open_log(path: Path) -> IO[bytes]:
@@ -473,6 +522,7 @@ def _lists_model(response: httpx.Response, model_name: str) -> bool:
 
 
 __all__ = [
+    "LOCAL_CONTEXT_WINDOW",
     "DEFAULT_MODEL",
     "ChecksumMismatch",
     "LocalModelEndpoint",

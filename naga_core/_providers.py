@@ -27,9 +27,9 @@ import stat
 import types
 import urllib.parse
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
-import attrs
 import pydantic
 
 from naga_core._home import Home
@@ -58,18 +58,28 @@ class NoProviderConfigured(ProvidersFileError):
         super().__init__(path, "no provider configured (the file does not exist)")
 
 
-@attrs.frozen(kw_only=True)
+#: The context window (tokens) of a provider whose entry declares none: what
+#: current hosted models all offer at least.
+DEFAULT_CONTEXT_WINDOW = 32_768
+MIN_CONTEXT_WINDOW = 1_024
+MAX_CONTEXT_WINDOW = 1_000_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Provider:
     """One configured provider; ``repr`` never shows the key."""
 
     name: str
     api: Literal["openai", "anthropic"]
     base_url: str
-    api_key: str = attrs.field(repr=False)
+    api_key: str = field(repr=False)
     model: str
+    #: The model's context window in tokens, as the entry declares it
+    #: (``context_window``); the prompt budget is cut from it.
+    context_window: int = DEFAULT_CONTEXT_WINDOW
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class Providers:
     """The validated file. Build it with :meth:`load` (or :meth:`parse`)."""
 
@@ -129,6 +139,7 @@ class Providers:
                 base_url=entry.base_url,
                 api_key=entry.api_key,
                 model=entry.model,
+                context_window=entry.context_window,
             )
             for name, entry in sorted(parsed.providers.items())
         }
@@ -229,6 +240,9 @@ class _Entry(pydantic.BaseModel):
     # Local servers (llama.cpp, Ollama) take none.
     api_key: str = ""
     model: str = pydantic.Field(min_length=1, max_length=256)
+    context_window: int = pydantic.Field(
+        default=DEFAULT_CONTEXT_WINDOW, ge=MIN_CONTEXT_WINDOW, le=MAX_CONTEXT_WINDOW
+    )
 
     @pydantic.field_validator("base_url")
     @classmethod
@@ -287,6 +301,9 @@ def _describe(error: pydantic.ValidationError) -> str:
 
 
 __all__ = [
+    "DEFAULT_CONTEXT_WINDOW",
+    "MAX_CONTEXT_WINDOW",
+    "MIN_CONTEXT_WINDOW",
     "PROVIDERS_FILE_MAX_BYTES",
     "NoProviderConfigured",
     "Provider",

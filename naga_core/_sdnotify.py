@@ -28,12 +28,13 @@ believed them would ping a watchdog that is not its own):
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import socket
 import threading
 import time
-from collections.abc import Generator, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Generator, Mapping, MutableMapping
 from dataclasses import dataclass
 
 import trio
@@ -49,6 +50,8 @@ MAX_MESSAGE_BYTES = 4096
 #: A send blocks only when the manager's queue is full; a stalled manager must
 #: not stall the core's trio thread for long.
 SEND_TIMEOUT_S = 1.0
+
+log = logging.getLogger("naga.core")
 
 _UNSIGNED = re.compile(r"[0-9]{1,20}")
 _U64_MAX = (1 << 64) - 1
@@ -267,14 +270,23 @@ def extending_timeout(
         thread.join()
 
 
+#: Asked before every ping: None while the core makes progress, else what
+#: does not (naga_core.daemon._liveness). ``budget_s`` is how long it may take.
+Progress = Callable[[float], Awaitable[str | None]]
+
+
 async def run_watchdog(
     notifier: Notifier,
     interval_ns: int,
+    progress: Progress | None = None,
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Ping the watchdog every ``interval_ns / 2`` (sd_watchdog_enabled(3)
-    advises half) until cancelled.
+    advises half) until cancelled, but only while ``progress`` says the core
+    makes progress: a core whose ledger writer or supervisor is stuck stops
+    pinging, and systemd's watchdog restarts it (a loop that merely runs is
+    not enough).
 
     The first ping goes out before ``task_status.started()``, so a broken
     socket fails ``nursery.start`` rather than a later, unobserved ping. A
@@ -288,10 +300,24 @@ async def run_watchdog(
     notifier.watchdog()
     task_status.started()
     deadline = trio.current_time()
+    stalled = ""
     while True:
         # A fixed schedule rather than sleep(period) after each ping, so the
         # pings do not drift later by the time each send takes; after a stall
         # the next ping goes out at once instead of in a burst.
         deadline = max(deadline + period, trio.current_time())
         await trio.sleep_until(deadline)
+        problem = await progress(period / 2) if progress is not None else None
+        if problem is not None:
+            if problem != stalled:
+                log.error("naga-core: no watchdog ping: %s", problem)
+                with contextlib.suppress(NotifyFailed):
+                    notifier.status(f"stalled: {problem}")
+            stalled = problem
+            continue
+        if stalled:
+            log.warning("naga-core: progress again; watchdog pings resume")
+            with contextlib.suppress(NotifyFailed):
+                notifier.status("serving (progress again)")
+            stalled = ""
         notifier.watchdog()

@@ -12,10 +12,15 @@ from collections.abc import Generator
 
 from naga_core._home import Home, load_signer
 from naga_core.errors import ConfigError
-from naga_core.ledger._blobs import BlobStore
-from naga_core.ledger._checkpoint import CheckpointVerifier
-from naga_core.ledger._fs import OsFileSystem
-from naga_core.ledger._ledger import Ledger
+from naga_core.ledger import (
+    BlobStore,
+    CheckpointVerifier,
+    Ledger,
+    LedgerView,
+    OsFileSystem,
+    VerifyReport,
+    read_ledger,
+)
 
 
 def projection_path(home: Home) -> str:
@@ -50,3 +55,18 @@ def open_ledger(home: Home, *, create: bool) -> Generator[Ledger]:
         yield ledger
     finally:
         ledger.close()
+
+
+def read_only_ledger(home: Home, *, full: bool = False) -> tuple[VerifyReport, LedgerView]:
+    """The home's ledger verified and read without opening it: no lock, no
+    recovery, nothing written (for ``naga doctor`` and ``naga audit`` while
+    the core is stopped). ``full``: also check the blobs and the projection."""
+    if not home.exists():
+        raise ConfigError(f"no Naga home at {home.root} (set NAGA_HOME or pass --home)")
+    return read_ledger(
+        OsFileSystem(),
+        home.ledger_dir,
+        verifier_for(home),
+        blobs=blob_store(home) if full else None,
+        projection_path=projection_path(home) if full else None,
+    )

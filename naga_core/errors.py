@@ -78,3 +78,8 @@ class ProofError(NagaError):
 
 class ConfigError(NagaError):
     """A configuration value or file is invalid."""
+
+
+class CommandRefused(NagaError):
+    """A command refused its input before doing anything; the message says
+    what was wrong and what to type instead."""

@@ -15,11 +15,16 @@ from naga_gateway._conn import Limits
 from naga_gateway._core import CorePort, GrpcCore, OnEvent, OnLedgerEvent
 from naga_gateway._hub import Hub, Peer
 from naga_gateway._lanes import Ack, Inbound, Lanes, Mode, Ticket
+from naga_gateway._owner import CODE_REFUSED, LOGIN_COMMAND, NOT_LOGGED_IN, SESSION_ENDED
 from naga_gateway._protocol import PROTOCOL_VERSION
 from naga_gateway._server import DEFAULT_PORT, Gateway, GatewayConfig
 from naga_gateway._settings import LaneSettings
 
 __all__ = [
+    "CODE_REFUSED",
+    "LOGIN_COMMAND",
+    "NOT_LOGGED_IN",
+    "SESSION_ENDED",
     "DEFAULT_PORT",
     "PROTOCOL_VERSION",
     "Ack",

@@ -9,6 +9,7 @@ the server's other connections.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
@@ -16,10 +17,13 @@ from typing import Any, ClassVar
 import attrs
 import trio
 
+from naga.constants import MAX_PAGE_ENTRIES
 from naga.trust import TrustLevel
 from naga.v1 import core_pb2 as cpb
+from naga.v1 import kernel_pb2 as kpb
 from naga.v1 import turn_pb2 as tpb
 from naga.values import from_value
+from naga_gateway import _admin, _pages
 from naga_gateway import _protocol as p
 from naga_gateway import _ws as ws
 from naga_gateway._core import CorePort
@@ -27,12 +31,15 @@ from naga_gateway._hub import Hub, Peer, Stream
 from naga_gateway._lanes import Inbound, Lanes, Ticket
 from naga_gateway.errors import CoreCallFailed, FrameInvalid, LaneRefused, WebSocketError
 
+log = logging.getLogger("naga.gateway")
+
 
 @attrs.frozen
 class Limits:
     """Per-connection limits (docs/protocol/websocket.md, "Limits")."""
 
-    max_message: int = 256 * 1024
+    #: A message of MAX_MESSAGE_BYTES of text, JSON-escaped, fits.
+    max_message: int = 8 * 1024 * 1024
     #: Requests per second a client may sustain, and its burst.
     rate: float = 50.0
     burst: int = 100
@@ -82,6 +89,12 @@ class WebSocket:
     async def send_text(self, data: bytes) -> None:
         await self._send_raw(ws.encode_frame(ws.OP_TEXT, data))
 
+    async def send_texts(self, messages: list[bytes]) -> None:
+        """Several text messages in one write (a stream's backlog: with many
+        owner tabs every event goes to each, and a write per event was the
+        gateway's cost)."""
+        await self._send_raw(b"".join(ws.encode_frame(ws.OP_TEXT, m) for m in messages))
+
     async def _send_raw(self, frame: bytes) -> None:
         if self.closed:
             return
@@ -113,14 +126,20 @@ class Session:
         lanes: Lanes,
         hub: Hub,
         limits: Limits,
-        loopback_owner: bool,
+        owner: bool,
+        owner_session: str = "",
     ) -> None:
+        """``owner``: the upgrade carried the owner's proof (the session
+        cookie); without it the peer is at most a guest. ``owner_session``:
+        that cookie's value, passed with each owner change for the core to
+        check again (naga_gateway._admin)."""
         self._ws = sock
         self._core = core
         self._lanes = lanes
         self._hub = hub
         self._limits = limits
-        self._loopback_owner = loopback_owner
+        self._owner = owner
+        self._owner_session = owner_session if owner else ""
         self._peer: Peer | None = None
         self._stream: Stream | None = None
         self._tokens = float(limits.burst)
@@ -221,15 +240,15 @@ class Session:
         nursery.start_soon(self._pump, stream, cursor)
 
     async def _derive_peer(self, params: p.ConnectParams) -> Peer:
-        if self._loopback_owner:
+        if self._owner:
             return Peer("webchat:owner", TrustLevel.OWNER)
         peer_id = f"webchat:{params.name or 'anon-' + secrets.token_hex(4)}"
         try:
             level = await self._core.trust(peer_id)
         except CoreCallFailed:
             level = TrustLevel.UNTRUSTED
-        # A remote WebChat peer proves no identity yet, so a claimed name
-        # reaches at most guest, whatever the trust table says of it.
+        # A peer without the owner's proof proves no identity, so a claimed
+        # name reaches at most guest, whatever the trust table says of it.
         return Peer(peer_id, min(level, TrustLevel.GUEST))
 
     async def _pump(self, stream: Stream, cursor: int) -> None:
@@ -240,9 +259,9 @@ class Session:
                 # This client fell more than a buffer behind: it must reload.
                 await self._ws.close(ws.CLOSE_POLICY, "too slow; reconnect and reload")
                 return
-            for seq, frame in frames:
-                await self._ws.send_text(frame)
-                cursor = seq
+            if frames:
+                await self._ws.send_texts([frame for _, frame in frames])
+                cursor = frames[-1][0]
 
     async def _dispatch(self, raw: bytes, nursery: trio.Nursery) -> None:
         """Parse a frame and start its request. A ``send`` takes its place
@@ -327,11 +346,13 @@ class Session:
         return {"turn": await self._lanes.abort(params.session)}
 
     async def _m_sessions(self, params: p.ListParams) -> dict[str, Any]:
-        resp = await self._core.list_sessions(params.limit)
+        resp = await self._core.list_sessions(params.limit, params.include_archived)
         return {
             "sessions": [
                 {
                     "session": s.session,
+                    "title": s.title,
+                    "archived": s.archived,
                     "turns": s.turns,
                     "last_seq": s.last_seq,
                     "last_time_ns": s.last_time_ns,
@@ -360,7 +381,72 @@ class Session:
             # Another peer's message is shown only to those who may see it.
             if owner or e.role != tpb.HISTORY_ROLE_USER or e.peer == self.peer.id
         ]
+        if not resp.entries:
+            return {"session": params.session, "entries": entries}
+        # The tool calls and the rollbacks are read at once: each is its own
+        # round trips to the core, and the console waits for this answer.
+        found: dict[str, Any] = {"entries": entries, "dead": []}
+
+        async def detail() -> None:
+            if params.detail and owner and entries:
+                found["entries"] = await self._detailed(params.session, entries)
+
+        async def undone() -> None:  # append-only: a rolled-back turn is shown, marked undone
+            found["dead"] = await self._undone(min(e.seq for e in resp.entries))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(detail)
+            nursery.start_soon(undone)
+        dead: list[tuple[int, int]] = found["dead"]
+        entries = found["entries"]
+        for e in entries:
+            seq = int(e["seq"])
+            e["undone"] = any(t < seq < at for t, at in dead)
         return {"session": params.session, "entries": entries}
+
+    async def _detailed(self, session: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``entries`` with the session's tool calls, errors and aborts
+        between them and each reply's usage, read from the ledger from the
+        first entry on (at most ``DETAIL_SCAN`` records)."""
+        records: list[Any] = []
+        at = entries[0]["seq"]
+        while len(records) < _pages.DETAIL_SCAN:
+            try:
+                page = await self._core.records(at, 512)
+            except CoreCallFailed:
+                return entries  # the plain history is still the truth
+            if not page:
+                break
+            records.extend(page)
+            at = page[-1].seq + 1
+        detail = _pages.turn_detail(session, records)
+        merged = {e["seq"]: e for e in entries}
+        for seq, extra in detail.items():
+            if seq in merged:
+                merged[seq] = merged[seq] | extra
+            elif "role" in extra:
+                merged[seq] = extra
+        return [merged[s] for s in sorted(merged)]
+
+    def _owner_only(self, what: str) -> None:
+        if self.peer.level is not TrustLevel.OWNER:
+            raise FrameInvalid(f"peer {self.peer.id} may not read {what}", p.FORBIDDEN)
+
+    async def _m_settings(self, _params: p.NoParams) -> dict[str, Any]:
+        self._owner_only("the settings")
+        return _pages.settings(await self._core.list_settings())
+
+    async def _m_plugins(self, _params: p.NoParams) -> dict[str, Any]:
+        self._owner_only("the plugins")
+        return _pages.plugins(await self._core.list_plugins())
+
+    async def _m_trust(self, _params: p.NoParams) -> dict[str, Any]:
+        self._owner_only("the trust table")
+        return _pages.trust(await self._core.list_trust())
+
+    async def _m_ledger(self, params: p.LedgerParams) -> dict[str, Any]:
+        self._owner_only("the ledger")
+        return _pages.ledger(await self._core.ledger_history(params.limit, params.before_seq))
 
     async def _m_tools(self, _params: p.NoParams) -> dict[str, Any]:
         risks = await self._core.tool_risks()
@@ -377,10 +463,69 @@ class Session:
         if not self.peer.policy.may_rollback:
             raise FrameInvalid(f"peer {self.peer.id} may not roll back", p.FORBIDDEN)
         resp = await self._core.rollback(params.to_seq, dry_run=dry_run)
+        preview = _preview(resp.preview)
+        if dry_run:
+            preview.update(await self._in_words(resp.preview))
+        return {"preview": preview, "seq": resp.seq if resp.HasField("seq") else None}
+
+    async def _undone(self, oldest: int) -> list[tuple[int, int]]:
+        """The ranges (kept, rollback) of records a rollback in force undid,
+        newer than ``oldest``: the last rollback undid what lies between its
+        target and itself; before its target, the rollbacks in force then
+        count, and so on back (a rolled-back rollback is inside a range)."""
+        rollbacks: list[tuple[int, int]] = []  # (seq, rollback_to), newest first
+        try:
+            before = await self._core.ledger_size()
+        except CoreCallFailed as exc:  # the history still shows, unmarked
+            log.warning("gateway: cannot read the ledger's rollbacks: %s", exc)
+            return []
+        for _ in range(UNDONE_PAGES):
+            try:
+                page = await self._core.entries(before, MAX_PAGE_ENTRIES)
+            except CoreCallFailed as exc:
+                log.warning("gateway: cannot read the ledger's rollbacks: %s", exc)
+                break
+            rollbacks += [
+                (e.seq, e.rollback_to) for e in page.entries if e.form == kpb.EFFECT_FORM_ROLLBACK
+            ]
+            if not page.more or page.next_before_seq <= oldest:
+                break
+            before = page.next_before_seq
+        dead: list[tuple[int, int]] = []
+        cursor: int | None = None  # everything at or before it is as it was then
+        for seq, target in rollbacks:
+            if cursor is None or seq < cursor:  # in force (not itself undone)
+                dead.append((target, seq))
+                cursor = target
+                if cursor < oldest:
+                    break
+        return dead
+
+    async def _in_words(self, pv: cpb.RollbackPreview) -> dict[str, Any]:
+        """The undone effects in words (the dry run's "what will be restored,
+        what cannot be"), newest first, at most the last PREVIEW_ENTRIES."""
+        try:
+            history = await self._core.entries(pv.through_seq + 1, PREVIEW_ENTRIES)
+        except CoreCallFailed as exc:  # the preview still shows, without words
+            log.warning("gateway: cannot describe the undo: %s", exc)
+            return {"restored": [], "cannot_undo": []}
+        cannot = set(pv.irreversible_seqs)
+        undone = [e for e in history.entries if e.seq > pv.to_seq and e.kind == "kernel.effect"]
         return {
-            "preview": _preview(resp.preview),
-            "seq": resp.seq if resp.HasField("seq") else None,
+            "restored": [
+                {"seq": e.seq, "text": e.description} for e in undone if e.seq not in cannot
+            ],
+            "cannot_undo": [
+                {"seq": e.seq, "text": e.description} for e in undone if e.seq in cannot
+            ],
         }
+
+    async def _m_approval_decide(self, params: p.ApprovalParams) -> dict[str, Any]:
+        # The card is the owner's: only an owner peer sees it or answers it.
+        if self.peer.level is not TrustLevel.OWNER:
+            raise FrameInvalid(f"peer {self.peer.id} may not answer approvals", p.FORBIDDEN)
+        seq = await self._core.decide_approval(params.id, params.allow)
+        return {"id": params.id, "allowed": params.allow, "seq": seq}
 
     async def _m_rollback_preview(self, params: p.RollbackParams) -> dict[str, Any]:
         return await self._rollback(params, dry_run=True)
@@ -390,6 +535,52 @@ class Session:
 
     async def _m_ping(self, _params: p.NoParams) -> dict[str, Any]:
         return {"pong": True}
+
+    def _admin(self, what: str) -> str:
+        """The owner's console session, for a change only the owner makes."""
+        if self.peer.level is not TrustLevel.OWNER or not self._owner_session:
+            raise FrameInvalid(f"peer {self.peer.id} may not {what}", p.FORBIDDEN)
+        return self._owner_session
+
+    async def _m_session_rename(self, params: p.RenameParams) -> dict[str, Any]:
+        return await _admin.rename(self._core, self._admin("rename sessions"), params)
+
+    async def _m_session_archive(self, params: p.ArchiveParams) -> dict[str, Any]:
+        return await _admin.archive(self._core, self._admin("archive sessions"), params)
+
+    async def _m_log(self, params: p.LogParams) -> dict[str, Any]:
+        return await _admin.log(self._core, self._admin("read the core's log"), params)
+
+    async def _m_setting_set(self, params: p.SettingParams) -> dict[str, Any]:
+        return await _admin.set_setting(self._core, self._admin("change settings"), params)
+
+    async def _m_plugin_enable(self, params: p.PluginParams) -> dict[str, Any]:
+        cred = self._admin("enable or disable plugins")
+        return await _admin.set_plugin(self._core, cred, params)
+
+    async def _m_providers(self, params: p.NoParams) -> dict[str, Any]:
+        return await _admin.providers(self._core, self._admin("read the providers"), params)
+
+    async def _m_provider_default(self, params: p.ProviderParams) -> dict[str, Any]:
+        cred = self._admin("choose the model provider")
+        return await _admin.set_provider(self._core, cred, params)
+
+    async def _m_wechat_bind(self, params: p.WechatBindParams) -> dict[str, Any]:
+        return await _admin.wechat_bind(self._core, self._admin("bind WeChat"), params)
+
+    async def _m_plugin_preview(self, params: p.PreviewParams) -> dict[str, Any]:
+        cred = self._admin("install plugins")
+        return await _admin.preview_install(self._core, cred, params)
+
+    async def _m_plugin_install(self, params: p.InstallParams) -> dict[str, Any]:
+        return await _admin.install(self._core, self._admin("install plugins"), params)
+
+    async def _m_wechat_list(self, params: p.NoParams) -> dict[str, Any]:
+        cred = self._admin("read the WeChat bindings")
+        return await _admin.wechat_list(self._core, cred, params)
+
+    async def _m_trust_set(self, params: p.TrustParams) -> dict[str, Any]:
+        return await _admin.set_trust(self._core, self._admin("change trust"), params)
 
     HANDLERS: ClassVar[dict[str, Handler]] = {
         "connect": _m_connect,
@@ -401,7 +592,30 @@ class Session:
         "rollback.preview": _m_rollback_preview,
         "rollback": _m_rollback,
         "ping": _m_ping,
+        "approval.decide": _m_approval_decide,
+        "settings": _m_settings,
+        "plugins": _m_plugins,
+        "trust": _m_trust,
+        "ledger": _m_ledger,
+        "session.rename": _m_session_rename,
+        "session.archive": _m_session_archive,
+        "log": _m_log,
+        "setting.set": _m_setting_set,
+        "plugin.enable": _m_plugin_enable,
+        "providers": _m_providers,
+        "provider.default": _m_provider_default,
+        "wechat.bind": _m_wechat_bind,
+        "wechat.list": _m_wechat_list,
+        "plugin.preview": _m_plugin_preview,
+        "plugin.install": _m_plugin_install,
+        "trust.set": _m_trust_set,
     }
+
+
+#: Ledger entries the undo preview describes in words.
+PREVIEW_ENTRIES = 200
+#: Pages of ledger entries read back for the rollbacks that undid history.
+UNDONE_PAGES = 5
 
 
 def _id_of(raw: bytes) -> str | None:

@@ -174,6 +174,17 @@ class Hub:
             tool = self._tool_of.get(session, {}).pop(f.call_id, None)
             data = {"call": f.call_id, "ok": f.ok, "result": f.result_json, "error": f.error}
             self.publish(EventKind.TOOL_FINISHED, session, peers, data, tool=tool)
+        elif which == "approval":  # the owner's card (EventKind.APPROVAL: owner only)
+            a = event.approval
+            data = {
+                "id": a.id,
+                "call": a.call_id,
+                "tool": a.tool,
+                "risk": a.risk,
+                "arguments": a.arguments_json,
+                "expires_ns": a.expires_ns,
+            }
+            self.publish(EventKind.APPROVAL, session, peers, data)
         elif which == "final":
             self._tool_of.pop(session, None)
             f = event.final

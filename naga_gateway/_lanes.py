@@ -1,23 +1,26 @@
-"""Lanes: one turn at a time per session, a global cap on running turns,
-and the queue modes (docs/protocol/websocket.md, "Queue modes").
+"""Lanes, the gateway's side: every message goes to the core at once, and
+is acknowledged once the core has recorded it (docs/protocol/websocket.md,
+"Queue modes"; docs/adr/0028-lanes-core-admission.md).
 
-A message is acknowledged only once it is durable: when the core's
-``accepted`` event for its turn arrives (or, for a steer, when the core
-returns the steering message's seq). A message still waiting in a lane is
-not acknowledged; if the gateway dies, the client resends it with the same
-idempotency key, and the core, which dedups keys, never runs it twice.
+The lanes live in the core (docs/adr/0013-lanes-home.md): one turn at a
+time per session, the queue modes, and the global cap on running turns
+(``lanes.max_concurrent``) are the core's. So nothing waits here
+unacknowledged: each accepted ``send`` is a ``Run`` with its mode, answered
+when the core's ``accepted`` event for its turn arrives (``queued`` when it
+waits there, behind its session's turn or for a slot of the cap), or, for
+a steer, when the core returns the steering message's seq.
 
-The cap on running turns and the mode of a message that names none are the
-core's settings ``lanes.max_concurrent`` and ``lanes.queue_mode``
+What the gateway keeps is each session's order: a session's messages reach
+the core in the order they arrived here, each only after the one before it
+was accepted (or failed). And a resend of a key still in flight joins it.
+
+The mode of a message that names none is the core's ``lanes.queue_mode``
 (:meth:`Lanes.configure`, called by :mod:`naga_gateway._settings` whenever
-they change): a lower cap lets running turns finish and holds new ones
-back, a higher one lets waiting ones start at once.
+it changes).
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections import deque
 from typing import Literal, Protocol
 
 import attrs
@@ -26,6 +29,7 @@ import trio
 from naga.trust import TrustLevel
 from naga.v1 import core_pb2 as cpb
 from naga.v1 import turn_pb2 as tpb
+from naga.v1.status_pb2 import Refusal
 from naga_gateway._core import CorePort
 from naga_gateway.errors import CoreCallFailed, GatewayError, LaneRefused
 
@@ -41,6 +45,14 @@ _PB_TRUST = {
     TrustLevel.GUEST: cpb.TRUST_LEVEL_GUEST,
     TrustLevel.KNOWN: cpb.TRUST_LEVEL_KNOWN,
     TrustLevel.OWNER: cpb.TRUST_LEVEL_OWNER,
+}
+
+_CORE_MODES = {
+    "followup": tpb.QUEUE_MODE_FOLLOWUP,
+    "collect": tpb.QUEUE_MODE_COLLECT,
+    "interrupt": tpb.QUEUE_MODE_INTERRUPT,
+    # A steer the core found no turn for is the next message.
+    "steer": tpb.QUEUE_MODE_FOLLOWUP,
 }
 
 
@@ -80,9 +92,13 @@ class LaneListener(Protocol):
 @attrs.define(eq=False)
 class _Pending:
     msg: Inbound
+    #: trio time the gateway took it (the turn's deadline counts from here)
+    since: float
     done: trio.Event = attrs.field(factory=trio.Event)
     ack: Ack | None = None
     failure: GatewayError | None = None
+    #: Its slot (of ``max_open`` and of its session's queue) was given back.
+    released: bool = False
 
     def resolve(self, ack: Ack) -> None:
         if not self.done.is_set():
@@ -97,41 +113,42 @@ class _Pending:
 
 @attrs.frozen(eq=False)
 class Ticket:
-    """A message placed in its lane (``pending`` None: a steer, sent to the
-    running turn when waited on)."""
+    """A message on its way to the core; :meth:`Lanes.wait` for its ack."""
 
     msg: Inbound
-    pending: _Pending | None
-    abort_running: bool = False
-    #: The same key was already taken: the answer is the first copy's.
+    pending: _Pending
+    #: The same key was already in flight: the answer is the first copy's.
     joined: bool = False
 
 
 @attrs.define(eq=False)
 class _Lane:
-    queue: deque[_Pending] = attrs.field(factory=deque[_Pending])
-    running: bool = False
-    turn_id: str | None = None
+    #: Messages of the session whose turn has not ended yet.
+    open: int = 0
+    #: The last message sent on to the core: the next one waits until it
+    #: was accepted (or failed), to keep the session's order.
+    last: _Pending | None = None
 
 
 class Lanes:
-    """The sessions' lanes. Start :meth:`serve` in a nursery first."""
+    """The sessions' messages on their way to the core's lanes. Start
+    :meth:`serve` in a nursery first."""
 
     def __init__(
         self,
         core: CorePort,
         listener: LaneListener,
         *,
-        max_running: int = 16,
         max_queued: int = 64,
+        max_open: int = 224,
         default_mode: Mode = "followup",
     ) -> None:
-        if max_running < 1 or max_queued < 1:
-            raise ValueError("max_running and max_queued must be at least 1")
+        if max_queued < 1 or max_open < 1:
+            raise ValueError("max_queued and max_open must be at least 1")
         self._core = core
         self._listener = listener
-        self._limiter = trio.CapacityLimiter(max_running)
         self._max_queued = max_queued
+        self._max_open = max_open
         self.default_mode: Mode = default_mode
         self._lanes: dict[str, _Lane] = {}
         self._by_key: dict[tuple[str, str], _Pending] = {}
@@ -143,83 +160,56 @@ class Lanes:
             task_status.started()
             await trio.sleep_forever()
 
-    @property
-    def max_running(self) -> int:
-        """Turns that may run at once across all sessions."""
-        return int(self._limiter.total_tokens)
-
-    @property
-    def waiting(self) -> int:
-        """Sessions whose next turn waits for a free run slot."""
-        return self._limiter.statistics().tasks_waiting
-
-    def configure(self, *, max_running: int, default_mode: Mode) -> None:
-        """Apply the core's lanes settings from now on (turns already
-        running go on; messages already queued keep the mode they got)."""
-        if max_running < 1:
-            raise ValueError("max_running must be at least 1")
-        self._limiter.total_tokens = max_running
+    def configure(self, *, default_mode: Mode) -> None:
+        """The mode of messages that name none, from now on (messages
+        already sent keep the mode they got)."""
         self.default_mode = default_mode
 
     def running(self, session: str) -> bool:
-        lane = self._lanes.get(session)
-        return lane is not None and lane.running
+        """Whether a message of the session has not ended yet here."""
+        return session in self._lanes
 
     def enqueue(self, msg: Inbound) -> Ticket:
-        """Place ``msg`` in its lane now (so messages keep the order they
-        arrived in); :meth:`wait` on the ticket for its acknowledgement."""
+        """Send ``msg`` on now (so messages keep the order they arrived
+        in); :meth:`wait` on the ticket for its acknowledgement."""
         known = self._by_key.get((msg.session, msg.key))
         if known is not None:
             # The same message again (a client resending after a reconnect)
-            # waits for the first copy instead of queueing twice.
+            # waits for the first copy instead of running twice.
             return Ticket(msg, known, joined=True)
+        if self._nursery is None:
+            raise RuntimeError("Lanes.serve is not running")
         if msg.mode is None:
             msg = attrs.evolve(msg, mode=self.default_mode)
+        if len(self._by_key) >= self._max_open:
+            # Each open message holds a Run stream of the core's: refused
+            # here, answered, rather than held unacknowledged.
+            raise LaneRefused(
+                f"{self._max_open} messages are already waiting or running; send again shortly"
+            )
         lane = self._lanes.setdefault(msg.session, _Lane())
-        if msg.mode == "steer" and lane.turn_id is not None:
-            return Ticket(msg, None)
-        if len(lane.queue) >= self._max_queued:
+        if lane.open >= self._max_queued:
             raise LaneRefused(
                 f"session {msg.session!r} already has {self._max_queued} messages waiting"
             )
-        pending = _Pending(msg)
+        pending = _Pending(msg, trio.current_time())
         self._by_key[(msg.session, msg.key)] = pending
-        interrupt = msg.mode == "interrupt"
-        if interrupt:
-            lane.queue.appendleft(pending)
-        else:
-            lane.queue.append(pending)
-        if lane.running:
-            self._listener.queued(msg.session, msg.peer, msg.key, len(lane.queue))
-        else:
-            lane.running = True
-            self._start(msg.session, lane)
-        return Ticket(msg, pending, abort_running=interrupt and lane.turn_id is not None)
+        lane.open += 1
+        before, lane.last = lane.last, pending
+        self._nursery.start_soon(self._send, lane, pending, before)
+        return Ticket(msg, pending)
 
     async def wait(self, ticket: Ticket) -> Ack:
         """Until the ticket's message is durable: its acknowledgement."""
-        msg = ticket.msg
-        if ticket.pending is None:
-            try:
-                resp = await self._core.steer(
-                    tpb.SteerTurnRequest(
-                        session=msg.session, text=msg.text, idempotency_key=msg.key, peer=msg.peer
-                    )
-                )
-            except CoreCallFailed as exc:
-                if exc.code != "FAILED_PRECONDITION":
-                    raise
-                # The turn ended meanwhile: the message becomes the next one.
-                return await self.wait(self.enqueue(attrs.evolve(msg, mode="followup")))
-            self._listener.message(msg.session, msg.peer, msg.text, resp.message_seq)
-            return Ack(resp.message_seq, "", steered=True)
-        if ticket.abort_running:
-            await self._abort_quietly(msg.session)
-        ack = await self._wait(ticket.pending)
-        return attrs.evolve(ack, replayed=True) if ticket.joined else ack
+        pending = ticket.pending
+        await pending.done.wait()
+        if pending.failure is not None:
+            raise pending.failure
+        assert pending.ack is not None
+        return attrs.evolve(pending.ack, replayed=True) if ticket.joined else pending.ack
 
     async def submit(self, msg: Inbound) -> Ack:
-        """Queue ``msg`` by its mode and wait until it is durable."""
+        """Send ``msg`` by its mode and wait until it is durable."""
         return await self.wait(self.enqueue(msg))
 
     async def abort(self, session: str) -> str:
@@ -227,95 +217,95 @@ class Lanes:
         resp = await self._core.abort(session)
         return resp.turn_id
 
-    async def _abort_quietly(self, session: str) -> None:
+    async def _send(self, lane: _Lane, pending: _Pending, before: _Pending | None) -> None:
+        msg = pending.msg
         try:
-            await self._core.abort(session)
-        except CoreCallFailed as exc:
-            # FAILED_PRECONDITION: it ended on its own; either way the
-            # interrupting message runs next.
-            if exc.code != "FAILED_PRECONDITION":
-                raise
-
-    async def _wait(self, pending: _Pending) -> Ack:
-        await pending.done.wait()
-        if pending.failure is not None:
-            raise pending.failure
-        assert pending.ack is not None
-        return pending.ack
-
-    def _start(self, session: str, lane: _Lane) -> None:
-        if self._nursery is None:
-            raise RuntimeError("Lanes.serve is not running")
-        self._nursery.start_soon(self._drain, session, lane)
-
-    async def _drain(self, session: str, lane: _Lane) -> None:
-        try:
-            while lane.queue:
-                batch = _take(lane.queue)
-                async with self._limiter:
-                    await self._run(session, lane, batch)
+            if before is not None:
+                await before.done.wait()
+            if msg.mode == "steer" and await self._steered(pending):
+                return
+            await self._run(lane, pending)
         finally:
-            lane.running = False
-            if not lane.queue and self._lanes.get(session) is lane:
-                del self._lanes[session]
+            pending.fail(CoreCallFailed("the turn ended before the core accepted it", "ABORTED"))
+            self._release(lane, pending)
 
-    async def _run(self, session: str, lane: _Lane, batch: list[_Pending]) -> None:
-        first = batch[0].msg
-        text = "\n\n".join(p.msg.text for p in batch)
-        key = first.key if len(batch) == 1 else _merged_key([p.msg.key for p in batch])
-        request = tpb.RunTurnRequest(
-            session=session,
-            text=text,
-            idempotency_key=key,
-            peer=first.peer,
-            # A merged turn runs with the least trust among its senders.
-            trust=_PB_TRUST[min(p.msg.trust for p in batch)],
+    def _release(self, lane: _Lane, pending: _Pending) -> None:
+        """Give back the message's slots, once: when its turn's last event
+        (final or error) arrives, before that event goes on to the clients,
+        so a client that saw the turn end finds its slot free; else when
+        its send ends."""
+        if pending.released:
+            return
+        pending.released = True
+        msg = pending.msg
+        if self._by_key.get((msg.session, msg.key)) is pending:
+            del self._by_key[(msg.session, msg.key)]
+        lane.open -= 1
+        if lane.last is pending:
+            lane.last = None
+        if lane.open == 0 and self._lanes.get(msg.session) is lane:
+            del self._lanes[msg.session]
+
+    async def _steered(self, pending: _Pending) -> bool:
+        """Steer the session's running turn; False if none runs (the
+        message is then the next one)."""
+        msg = pending.msg
+        request = tpb.SteerTurnRequest(
+            session=msg.session, text=msg.text, idempotency_key=msg.key, peer=msg.peer
         )
-        peers = frozenset(p.msg.peer for p in batch)
+        try:
+            resp = await self._core.steer(request)
+        except CoreCallFailed as exc:
+            if exc.refusal == Refusal.REFUSAL_NO_TURN_RUNNING:
+                return False
+            pending.fail(exc)
+            return True
+        self._listener.message(msg.session, msg.peer, msg.text, resp.message_seq)
+        pending.resolve(Ack(resp.message_seq, "", steered=True))
+        return True
+
+    async def _run(self, lane: _Lane, pending: _Pending) -> None:
+        msg = pending.msg
+        assert msg.mode is not None
+        session = msg.session
+        peers = frozenset({msg.peer})
 
         async def on_event(event: tpb.TurnEvent) -> None:
-            if event.HasField("accepted"):
+            if event.HasField("accepted") and not pending.done.is_set():
                 acc = event.accepted
-                lane.turn_id = acc.turn_id
                 if not acc.replayed:
-                    self._listener.message(session, first.peer, text, acc.message_seq)
-                for p in batch:
-                    p.resolve(Ack(acc.message_seq, acc.turn_id, replayed=acc.replayed))
+                    self._listener.message(session, msg.peer, msg.text, acc.message_seq)
+                if acc.queued:
+                    self._listener.queued(session, msg.peer, msg.key, acc.position)
+                pending.resolve(Ack(acc.message_seq, acc.turn_id, replayed=acc.replayed))
+            if event.HasField("final") or event.HasField("error"):
+                # The turn is over: its slot is free before anyone hears so.
+                self._release(lane, pending)
             self._listener.turn_event(session, peers, event)
 
-        try:
-            for attempt in range(_RUN_ATTEMPTS):
-                try:
-                    await self._core.run(request, on_event)
-                    break
-                except CoreCallFailed as exc:
-                    if exc.code != "UNAVAILABLE" or attempt + 1 == _RUN_ATTEMPTS:
-                        for p in batch:
-                            p.fail(exc)
-                        break
-                    await trio.sleep(_RETRY_BASE_S * 2**attempt)
-        finally:
-            lane.turn_id = None
-            for p in batch:
-                p.fail(CoreCallFailed("the turn ended before the core accepted it", "ABORTED"))
-                self._by_key.pop((session, p.msg.key), None)
-
-
-def _take(queue: deque[_Pending]) -> list[_Pending]:
-    """The next turn's messages: one, or a run of ``collect`` messages from
-    the same peer merged into one turn."""
-    batch = [queue.popleft()]
-    if batch[0].msg.mode != "collect":
-        return batch
-    while queue and queue[0].msg.mode == "collect" and queue[0].msg.peer == batch[0].msg.peer:
-        batch.append(queue.popleft())
-    return batch
-
-
-def _merged_key(keys: list[str]) -> str:
-    # Deterministic, so a replay of the same collected run dedups at the core.
-    digest = hashlib.sha256("\x00".join(keys).encode()).hexdigest()
-    return f"collect-{digest[:48]}"
+        for attempt in range(_RUN_ATTEMPTS):
+            waited_ms = int((trio.current_time() - pending.since) * 1000)
+            request = tpb.RunTurnRequest(
+                session=session,
+                text=msg.text,
+                idempotency_key=msg.key,
+                peer=msg.peer,
+                trust=_PB_TRUST[msg.trust],
+                mode=_CORE_MODES[msg.mode],
+                waited_ms=min(waited_ms, 2**32 - 1),
+            )
+            try:
+                await self._core.run(request, on_event)
+            except CoreCallFailed as exc:
+                if pending.released:
+                    return  # broke after the turn's end: nothing left to run
+                if not exc.unavailable or attempt + 1 == _RUN_ATTEMPTS:
+                    pending.fail(exc)
+                    return
+                # The same key again: the core joins, resumes or replays it.
+                await trio.sleep(_RETRY_BASE_S * 2**attempt)
+            else:
+                return
 
 
 __all__ = ["Ack", "Inbound", "LaneListener", "Lanes", "Mode", "Ticket"]

@@ -16,9 +16,15 @@ from typing import Annotated, Any, Literal, cast
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from naga.constants import (
+    CONSOLE_PROTOCOL_VERSION,
+    MAX_IDEMPOTENCY_KEY_CHARS,
+    MAX_MESSAGE_BYTES,
+    SESSION_PATTERN,
+)
 from naga_gateway.errors import FrameInvalid
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = CONSOLE_PROTOCOL_VERSION
 
 # Error codes of error responses (the document lists them).
 BAD_FRAME = "bad_frame"
@@ -31,7 +37,7 @@ RATE_LIMITED = "rate_limited"
 BUSY = "busy"
 UNSUPPORTED_VERSION = "unsupported_version"
 
-_SESSION = r"^[a-z0-9][a-z0-9_.:-]{0,127}$"
+_SESSION = f"^{SESSION_PATTERN}$"
 Session = Annotated[str, Field(pattern=_SESSION)]
 RequestId = Annotated[str, Field(min_length=1, max_length=64)]
 
@@ -55,15 +61,16 @@ class Resume(_Strict):
 class ConnectParams(_Strict):
     protocol: int
     client: Annotated[str, Field(max_length=64)] = ""
-    # A remote peer's name on this channel (loopback is always the owner).
+    # A peer's name on this channel, without the owner's proof (at most a guest).
     name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,31}$")] | None = None
     resume: Resume | None = None
 
 
 class SendParams(_Strict):
     session: Session
-    text: Annotated[str, Field(min_length=1, max_length=32000)]
-    key: Annotated[str, Field(min_length=1, max_length=128)]
+    # Characters; the core checks the UTF-8 size (MAX_MESSAGE_BYTES).
+    text: Annotated[str, Field(min_length=1, max_length=MAX_MESSAGE_BYTES)]
+    key: Annotated[str, Field(min_length=1, max_length=MAX_IDEMPOTENCY_KEY_CHARS)]
     #: None: the core's ``lanes.queue_mode`` setting.
     mode: Literal["followup", "collect", "steer", "interrupt"] | None = None
 
@@ -75,10 +82,14 @@ class SessionParams(_Strict):
 class HistoryParams(_Strict):
     session: Session
     limit: Annotated[int, Field(ge=0, le=1000)] = 0
+    #: Also tool calls, errors and aborts, and each reply's usage (owner only).
+    detail: bool = False
 
 
 class ListParams(_Strict):
     limit: Annotated[int, Field(ge=0, le=1000)] = 0
+    #: Archived sessions too (the owner's sessions page).
+    include_archived: bool = False
 
 
 class RollbackParams(_Strict):
@@ -87,6 +98,77 @@ class RollbackParams(_Strict):
 
 class NoParams(_Strict):
     pass
+
+
+class ApprovalParams(_Strict):
+    id: Annotated[str, Field(pattern=r"ap-[0-9a-f]{1,32}")]
+    allow: bool
+
+
+class LedgerParams(_Strict):
+    limit: Annotated[int, Field(ge=0, le=1000)] = 0
+    before_seq: Annotated[int, Field(ge=0)] | None = None
+
+
+# The owner's changes (docs/adr/0029-console-owner-changes.md). Names and
+# texts are bounded here; the core checks each against its own rules.
+_Name = Annotated[str, Field(min_length=1, max_length=64)]
+
+
+class RenameParams(_Strict):
+    session: Session
+    title: Annotated[str, Field(max_length=200)]
+
+
+class ArchiveParams(_Strict):
+    session: Session
+    archived: bool
+
+
+class LogParams(_Strict):
+    level: Literal["debug", "info", "warning", "error", "critical"] | None = None
+    component: Annotated[str, Field(max_length=128, pattern=r"^[A-Za-z0-9_.:-]*$")] = ""
+    before: Annotated[int, Field(ge=1)] | None = None
+    limit: Annotated[int, Field(ge=0, le=500)] = 0
+
+
+class SettingParams(_Strict):
+    name: _Name
+    value: Annotated[str, Field(max_length=1024)] = ""
+    reset: bool = False
+
+
+class PluginParams(_Strict):
+    name: _Name
+    enabled: bool
+
+
+class ProviderParams(_Strict):
+    #: A providers.json name, or "local"; "" goes back to the file's default.
+    name: Annotated[str, Field(max_length=64)]
+
+
+class PreviewParams(_Strict):
+    #: A folder or archive on the gateway's machine; the core reads it.
+    source: Annotated[str, Field(min_length=1, max_length=4096)]
+
+
+class InstallParams(_Strict):
+    source: Annotated[str, Field(min_length=1, max_length=4096)]
+    code_hash: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class WechatBindParams(_Strict):
+    login_id: Annotated[str, Field(max_length=256)] = ""
+    verify_code: Annotated[str, Field(max_length=16, pattern=r"^[0-9]*$")] = ""
+    wait_ms: Annotated[int, Field(ge=0, le=30000)] = 0
+
+
+class TrustParams(_Strict):
+    #: "<channel>:<id>"; the core checks its shape.
+    peer: Annotated[str, Field(min_length=1, max_length=200)]
+    level: Literal["untrusted", "guest", "known", "owner"]
+    reason: Annotated[str, Field(max_length=500)] = ""
 
 
 #: method -> the model of its params.
@@ -100,6 +182,25 @@ METHODS: dict[str, type[_Strict]] = {
     "rollback.preview": RollbackParams,
     "rollback": RollbackParams,
     "ping": NoParams,
+    "approval.decide": ApprovalParams,
+    # The console's read-only pages (owner only).
+    "settings": NoParams,
+    "plugins": NoParams,
+    "trust": NoParams,
+    "ledger": LedgerParams,
+    # The owner's changes and owner-only pages (the core checks the login again).
+    "session.rename": RenameParams,
+    "session.archive": ArchiveParams,
+    "log": LogParams,
+    "setting.set": SettingParams,
+    "plugin.enable": PluginParams,
+    "providers": NoParams,
+    "provider.default": ProviderParams,
+    "wechat.bind": WechatBindParams,
+    "wechat.list": NoParams,
+    "plugin.preview": PreviewParams,
+    "plugin.install": InstallParams,
+    "trust.set": TrustParams,
 }
 
 
@@ -162,10 +263,12 @@ __all__ = [
     "PROTOCOL_VERSION",
     "ConnectParams",
     "HistoryParams",
+    "LedgerParams",
     "ListParams",
     "NoParams",
     "Request",
     "RollbackParams",
+    "ApprovalParams",
     "SendParams",
     "SessionParams",
     "dump",

@@ -1,13 +1,13 @@
-"""The lanes' settings, learned from the core and followed live.
+"""The lanes' setting, learned from the core and followed live.
 
-``lanes.max_concurrent`` (turns running at once) and ``lanes.queue_mode``
-(the mode of a message that names none) are the core's settings; the
-gateway reads them with ``GetSetting`` at start and again whenever a kernel
+``lanes.queue_mode`` (the mode of a message that names none) is the core's
+setting; the gateway reads it with ``GetSetting`` at start and again whenever a kernel
 effect becomes durable (a setting change and a rollback are both one),
 seen through a ledger ``Subscribe`` stream from the head. A change applies
-to what is enqueued and started after the gateway saw it; no turn is
-interrupted by it. :meth:`LaneSettings.wait_applied` says when a given
-ledger seq has been taken into account.
+to what is sent after the gateway saw it (``lanes.max_concurrent``, the cap
+on running turns, is the core's alone: docs/adr/0028).
+:meth:`LaneSettings.wait_applied` says when a given ledger seq has been
+taken into account.
 
 If the core cannot tell (an old core, a refusal), the gateway keeps the
 values it has (at first, its :class:`GatewayConfig`'s) and says so in its log;
@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import trio
 
-from naga.v1 import core_pb2 as cpb
+from naga.constants import KERNEL_EFFECT_KIND
 from naga.v1 import ledger_pb2 as lpb
 from naga_gateway._core import CorePort
 from naga_gateway._lanes import Lanes, Mode
@@ -29,19 +29,15 @@ from naga_gateway.errors import CoreCallFailed
 
 _log = logging.getLogger("naga.gateway")
 
-MAX_CONCURRENT = "lanes.max_concurrent"
 QUEUE_MODE = "lanes.queue_mode"
 #: The ledger kind of a kernel effect (naga_core.kernel's EFFECT_KIND; a
 #: test keeps the two equal, the gateway may not import the core).
-KERNEL_EFFECT_KIND = "kernel.effect"
 _MODES: dict[str, Mode] = {
     "followup": "followup",
     "collect": "collect",
     "steer": "steer",
     "interrupt": "interrupt",
 }
-# The core answers these for good; following again would not help.
-_FINAL_CODES = frozenset({"UNIMPLEMENTED", "PERMISSION_DENIED", "UNAUTHENTICATED", "NOT_FOUND"})
 _RETRY_S = (0.2, 1.0, 5.0)
 
 
@@ -74,7 +70,7 @@ class LaneSettings:
                 await self._follow_once(ready)
                 failures = 0  # the core ended the stream (it is stopping)
             except CoreCallFailed as exc:
-                if exc.code in _FINAL_CODES:
+                if exc.final:  # the core answered for good: following again cannot help
                     _log.warning("lanes settings not learned from the core, kept: %s", exc)
                     ready()
                     return
@@ -102,13 +98,11 @@ class LaneSettings:
         await self._core.subscribe(request, on_event)
 
     async def _apply(self) -> None:
-        limit = await self._core.setting(MAX_CONCURRENT)
         mode = await self._core.setting(QUEUE_MODE)
-        max_running = _integer(limit, self._lanes.max_running)
         default_mode = _MODES.get(mode.value.text, self._lanes.default_mode)
-        if (max_running, default_mode) != (self._lanes.max_running, self._lanes.default_mode):
-            _log.info("lanes: %d running at most, default mode %s", max_running, default_mode)
-        self._lanes.configure(max_running=max_running, default_mode=default_mode)
+        if default_mode != self._lanes.default_mode:
+            _log.info("lanes: default mode %s", default_mode)
+        self._lanes.configure(default_mode=default_mode)
 
     def _advance(self, next_seq: int) -> None:
         if next_seq > self.applied_next_seq:
@@ -123,11 +117,4 @@ class LaneSettings:
             await self._advanced.wait()
 
 
-def _integer(setting: cpb.Setting, fallback: int) -> int:
-    value = setting.value
-    if value.WhichOneof("kind") == "integer" and value.integer >= 1:
-        return int(value.integer)
-    return fallback
-
-
-__all__ = ["KERNEL_EFFECT_KIND", "MAX_CONCURRENT", "QUEUE_MODE", "LaneSettings"]
+__all__ = ["KERNEL_EFFECT_KIND", "QUEUE_MODE", "LaneSettings"]

@@ -7,18 +7,13 @@ to the core only over gRPC), so :class:`GatewayError` mirrors
 
 from __future__ import annotations
 
+# The framing's error: the framing is shared with clients (naga.websocket).
+from naga.v1.status_pb2 import Refusal
+from naga.websocket import WebSocketError
+
 
 class GatewayError(Exception):
     """Root of every error the gateway raises on purpose."""
-
-
-class WebSocketError(GatewayError):
-    """A peer broke RFC 6455; ``close_code`` is the close code that says how
-    (1002 protocol error, 1007 bad UTF-8, 1009 too big)."""
-
-    def __init__(self, message: str, close_code: int) -> None:
-        super().__init__(message)
-        self.close_code = close_code
 
 
 class HandshakeRefused(GatewayError):
@@ -41,12 +36,26 @@ class FrameInvalid(GatewayError):
 
 
 class CoreCallFailed(GatewayError):
-    """The core refused or failed a call; ``code`` is the gRPC status name
-    (``FAILED_PRECONDITION``, ``UNAVAILABLE``...)."""
+    """The core refused or failed a call. Decide on ``refusal`` (the core's
+    ``naga.v1.Refusal``), ``unavailable`` (the core did not answer or is
+    stopping: a retry may reach it) and ``final`` (asking again cannot help:
+    not allowed, not served, no such thing); ``code``, the gRPC status name,
+    is for people (the console shows it), never to branch on."""
 
-    def __init__(self, message: str, code: str) -> None:
+    def __init__(
+        self,
+        message: str,
+        code: str,
+        *,
+        refusal: Refusal.ValueType = Refusal.REFUSAL_UNSPECIFIED,
+        unavailable: bool = False,
+        final: bool = False,
+    ) -> None:
         super().__init__(message)
         self.code = code
+        self.refusal = refusal
+        self.unavailable = unavailable
+        self.final = final
 
 
 class LaneRefused(GatewayError):

@@ -24,16 +24,28 @@ plugins live in ``naga_plugins/examples``. This package never imports
 """
 
 from naga_plugins._call import Call
+from naga_plugins._egress import (
+    AsyncProxiedTransport,
+    ProxiedTransport,
+    async_egress_transport,
+    egress_socket,
+    egress_transport,
+)
 from naga_plugins._plugin import SDK_VERSION, SETUP_EXIT_CODE, Plugin
 from naga_plugins.errors import CallAnswered, PluginSdkError, PluginSetupError, ToolFailed
 
 __all__ = [
     "SDK_VERSION",
     "SETUP_EXIT_CODE",
+    "AsyncProxiedTransport",
     "Call",
     "CallAnswered",
     "Plugin",
     "PluginSdkError",
     "PluginSetupError",
+    "ProxiedTransport",
     "ToolFailed",
+    "async_egress_transport",
+    "egress_socket",
+    "egress_transport",
 ]

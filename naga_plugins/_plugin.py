@@ -42,20 +42,25 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
 
-from naga.constants import PLUGIN_MAX_FRAME_BYTES, PLUGIN_PROTOCOL_VERSION
+from naga.constants import (
+    CORE_SOCKET_ENV,
+    PLUGIN_MAX_FRAME_BYTES,
+    PLUGIN_PROTOCOL_VERSION,
+    PLUGIN_SETUP_EXIT_CODE,
+    TOKEN_ENV,
+)
 from naga.plugin import Manifest, ToolSpec, check_arguments
 from naga.plugin.errors import FrameError, InvalidArguments, ManifestInvalid
 from naga.v1 import plugin_pb2 as pb
 from naga_plugins._call import Call, current_call, done, running
 from naga_plugins._connection import Connection
 from naga_plugins.errors import PluginSetupError, ToolFailed
-from sandbox import CORE_SOCKET_ENV, TOKEN_ENV
 
 #: The SDK's version, sent in every Hello.
 SDK_VERSION = 1
 #: The exit code of a worker whose code does not match its manifest
 #: (sysexits EX_CONFIG); the core names the cause from it.
-SETUP_EXIT_CODE = 78
+SETUP_EXIT_CODE = PLUGIN_SETUP_EXIT_CODE
 #: The exit code of a worker that left while tools still ran (sysexits EX_SOFTWARE).
 STUCK_EXIT_CODE = 70
 #: After Shutdown or the core's end, how long calls in flight get to finish.
@@ -74,6 +79,8 @@ class Plugin:
     def __init__(self, name: str) -> None:
         self.name = name
         self._tools: dict[str, Callable[..., object]] = {}
+        #: Tools of the core's own workers: Invoke in, Result out, typed.
+        self._typed: dict[str, Callable[[pb.Invoke], pb.Result]] = {}
         self._manifest: Manifest | None = None
 
     def tool(self, name: str) -> Callable[[F], F]:
@@ -85,6 +92,25 @@ class Plugin:
             if name in self._tools:
                 raise PluginSetupError(f"tool {name!r} is registered twice")
             self._tools[name] = fn
+            return fn
+
+        return register
+
+    def typed_tool(
+        self, name: str
+    ) -> Callable[[Callable[[pb.Invoke], pb.Result]], Callable[[pb.Invoke], pb.Result]]:
+        """Register the decorated function as the typed tool ``name`` of one
+        of the core's own workers (the executor, the model provider): it
+        takes the Invoke (its payload set, no arguments) and returns the
+        Result with its payload; the SDK sets the call id. Its manifest
+        entry has no params. Model-facing tools use :meth:`tool`."""
+
+        def register(
+            fn: Callable[[pb.Invoke], pb.Result],
+        ) -> Callable[[pb.Invoke], pb.Result]:
+            if name in self._tools or name in self._typed:
+                raise PluginSetupError(f"tool {name!r} is registered twice")
+            self._typed[name] = fn
             return fn
 
         return register
@@ -114,7 +140,7 @@ class Plugin:
     def _setup(self, args: Sequence[str]) -> tuple[int, Manifest]:
         if len(args) != 2 or not args[0].isdigit():
             raise PluginSetupError(f"expected the arguments SOCKET_FD MANIFEST_PATH, got {args!r}")
-        manifest = Manifest.load(args[1])
+        manifest = Manifest.load(args[1], local_egress=True)  # the core checks it
         self.check(manifest)
         self._manifest = manifest
         return int(args[0]), manifest
@@ -124,13 +150,20 @@ class Plugin:
         if manifest.name != self.name:
             raise PluginSetupError(f"the manifest is for {manifest.name!r}, not {self.name!r}")
         declared = {t.name for t in manifest.tools}
-        missing = sorted(declared - set(self._tools))
-        extra = sorted(set(self._tools) - declared)
+        mine = set(self._tools) | set(self._typed)
+        missing = sorted(declared - mine)
+        extra = sorted(mine - declared)
         if missing:
             raise PluginSetupError(f"tools in the manifest but not in the code: {missing}")
         if extra:
             raise PluginSetupError(f"tools in the code but not in the manifest: {extra}")
         for spec in manifest.tools:
+            if spec.name in self._typed:
+                if spec.params:
+                    raise PluginSetupError(
+                        f"tool {spec.name} takes a typed payload; its manifest lists params"
+                    )
+                continue
             _check_signature(spec, self._tools[spec.name])
 
     def _serve(self, connection: Connection, manifest: Manifest) -> int:
@@ -154,6 +187,10 @@ class Plugin:
                     call = pool.submit(self._call, connection, manifest, frame.invoke)
                     calls.add(call)
                     call.add_done_callback(calls.discard)
+                elif which == "renewal":
+                    # The token this worker holds is about to expire: the
+                    # core sent the next (capability_token() reads it here).
+                    os.environ[TOKEN_ENV] = base64.b64encode(frame.renewal.token).decode("ascii")
                 elif which == "shutdown":
                     break
         except (FrameError, OSError) as exc:
@@ -187,6 +224,9 @@ class Plugin:
             return {"error": pb.ToolError(call_id=call.call_id, kind=kind, message=text)}
 
         spec = manifest.tool(call.tool)
+        typed = self._typed.get(call.tool)
+        if spec is not None and typed is not None:
+            return self._answer_typed(typed, call, error)
         fn = self._tools.get(call.tool)
         if spec is None or fn is None:
             return error(pb.TOOL_ERROR_KIND_UNKNOWN_TOOL, f"{self.name} has no tool {call.tool!r}")
@@ -208,6 +248,27 @@ class Plugin:
             return error(pb.TOOL_ERROR_KIND_INTERNAL, f"{call.tool} returned a result too large")
         return {"result": pb.Result(call_id=call.call_id, result_json=text)}
 
+    @staticmethod
+    def _answer_typed(
+        fn: Callable[[pb.Invoke], pb.Result],
+        call: pb.Invoke,
+        error: Callable[[pb.ToolErrorKind.ValueType, str], dict[str, Any]],
+    ) -> dict[str, Any]:
+        if call.WhichOneof("payload") is None:
+            return error(pb.TOOL_ERROR_KIND_INVALID_ARGUMENTS, f"{call.tool} takes a payload")
+        try:
+            result = fn(call)
+        except ToolFailed as exc:
+            return error(pb.TOOL_ERROR_KIND_FAILED, str(exc) or type(exc).__name__)
+        except Exception as exc:  # noqa: BLE001 - any tool failure is the caller's answer
+            return error(pb.TOOL_ERROR_KIND_FAILED, f"{type(exc).__name__}: {exc}")
+        result.call_id = call.call_id
+        if result.WhichOneof("payload") is None:
+            return error(pb.TOOL_ERROR_KIND_INTERNAL, f"{call.tool} answered no payload")
+        if result.ByteSize() > PLUGIN_MAX_FRAME_BYTES - _FRAME_OVERHEAD:
+            return error(pb.TOOL_ERROR_KIND_INTERNAL, f"{call.tool} returned a result too large")
+        return {"result": result}
+
     # --- for tools -------------------------------------------------------------------
 
     @staticmethod
@@ -225,7 +286,9 @@ class Plugin:
     @staticmethod
     def capability_token() -> bytes | None:
         """The token the core minted for this worker: role ``plugin``, the
-        manifest's tools, their highest risk. Present it to the core with
+        manifest's tools, their highest risk. It expires (the core sends the
+        next one before it does, and this returns the latest) and is revoked
+        when the worker ends. Present it to the core with
         ``naga.sdk.Client.connect(Plugin.core_socket(), token)``."""
         raw = os.environ.get(TOKEN_ENV)
         if not raw:

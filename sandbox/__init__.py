@@ -9,15 +9,27 @@ kernel offers. Design and threat model: docs/design/sandbox.md.
 This package never imports ``naga_core``: the sandboxed side imports it too.
 """
 
+from sandbox._cgroup import (
+    Cgroup,
+    CgroupHost,
+    CgroupLimits,
+    CgroupSupport,
+    CgroupVersion,
+    detect_cgroups,
+)
 from sandbox._detect import KernelReport, detect
 from sandbox._exit import Exit, ExitKind
 from sandbox._launcher import Sandboxed, launch
+from sandbox._overlay import OPAQUE_XATTR, Overlay
+from sandbox._overlay import probe as probe_overlay
 from sandbox._plan import Degradation
 from sandbox._policy import Action, ArgCheck, Compare, Rule, SeccompPolicy
 from sandbox._profile import (
     CORE_SOCKET_ENV,
+    EGRESS_SOCKET_ENV,
     MODEL_SERVER_ADDRESS_SPACE,
     MODEL_SERVER_LOG_LIMIT,
+    PLUGIN_NICE,
     TOKEN_ENV,
     Egress,
     Kind,
@@ -38,8 +50,14 @@ __all__ = [
     "Action",
     "ArgCheck",
     "CORE_SOCKET_ENV",
+    "Cgroup",
+    "CgroupHost",
+    "CgroupLimits",
+    "CgroupSupport",
+    "CgroupVersion",
     "Compare",
     "Degradation",
+    "EGRESS_SOCKET_ENV",
     "Egress",
     "Exit",
     "ExitKind",
@@ -51,6 +69,9 @@ __all__ = [
     "MODEL_SERVER_ADDRESS_SPACE",
     "MODEL_SERVER_LOG_LIMIT",
     "NetworkPolicy",
+    "OPAQUE_XATTR",
+    "Overlay",
+    "PLUGIN_NICE",
     "Profile",
     "ProfileInvalid",
     "ProtocolError",
@@ -61,5 +82,7 @@ __all__ = [
     "SeccompPolicy",
     "TOKEN_ENV",
     "detect",
+    "detect_cgroups",
     "launch",
+    "probe_overlay",
 ]

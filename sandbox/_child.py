@@ -12,8 +12,18 @@ order, and reports on ``REPORT_FD``:
 5. Landlock (restricts this thread and everything it starts later, so it
    goes before any thread exists)
 6. import the target module, so its imports (and any threads it starts)
-   happen while new code can still be mapped
-7. the seccomp filter, synchronised to every thread
+   happen while new code can still be mapped; or, when the spec names
+   ``late_paths`` (a plugin's own folder) and the target is not found
+   without them, import only the ``preload`` modules of the installation
+7. every thread made the profile's ``nice`` steps nicer, then the seccomp
+   filter, synchronised to every thread
+8. for a late target: its folder appended to ``sys.path`` and the target
+   imported now, under every layer (it can then load no shared library)
+
+The interpreter was started isolated and without ``site`` (see
+``sandbox._launcher``), on an import path holding only the installation's
+read-only directories: no code of a plugin's folder is importable, let
+alone run, before step 8.
 
 then sends ``SetupReady``, closes the report pipe and calls the target with
 its arguments. A layer that fails sends ``SetupFailure`` naming it and exits
@@ -23,6 +33,7 @@ with :data:`SETUP_FAILED`; nothing of the target runs.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import resource
 import sys
@@ -34,6 +45,7 @@ from typing import NoReturn, TypeVar, cast
 # ldconfig, which needs exec and a full filesystem view.
 from naga.v1 import sandbox_pb2
 from sandbox import _landlock, _linux, _mounts, _seccomp, _wire
+from sandbox._overlay import Overlay
 from sandbox._wire import Layer
 
 #: Exit status of a child whose setup failed (EX_SOFTWARE).
@@ -99,10 +111,52 @@ def _resolve_target(target: str) -> Target:
     return cast("Target", function)
 
 
-def _load_seccomp(spec: sandbox_pb2.SeccompSpec, task_dir: int) -> None:
-    if not spec.tsync and _linux.thread_count(task_dir) != 1:
+def _found_without_late_paths(target: str) -> bool:
+    """Whether the target module resolves on the trusted path alone (then it
+    is the installation's code, imported before the filter like any other)."""
+    module_name = target.partition(":")[0]
+    try:
+        return importlib.util.find_spec(module_name) is not None
+    except ModuleNotFoundError:  # a parent package is not there either
+        return False
+
+
+def _preload(names: list[str]) -> None:
+    for name in names:
+        importlib.import_module(name)
+
+
+def _resolve_late(spec: sandbox_pb2.SandboxSpec) -> Target:
+    # Appended, not prepended: nothing there can stand in for a module the
+    # installation has (and those that matter are imported already).
+    sys.path.extend(spec.late_paths)
+    importlib.invalidate_caches()
+    try:
+        return _resolve_target(spec.target)
+    except ImportError as e:
+        raise ImportError(
+            f"{e} (a plugin's own code is imported under the full sandbox, where no shared "
+            "library can be loaded: it may use pure Python and the modules preloaded for it, "
+            f"{', '.join(spec.preload) or 'none'})"
+        ) from e
+
+
+def _renice(nice: int, task_dir: int) -> None:
+    """Every thread ``nice`` steps nicer, just before the filter (which then
+    refuses setpriority): the setup ran at the launcher's priority, the
+    target runs below it, and threads it starts later inherit that."""
+    if not nice:
+        return
+    tids = [int(t) for t in os.listdir(task_dir)] if task_dir != -1 else [0]
+    for tid in tids:
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + nice)
+
+
+def _load_seccomp(spec: sandbox_pb2.SandboxSpec, task_dir: int) -> None:
+    if not spec.seccomp.tsync and _linux.thread_count(task_dir) != 1:
         raise OSError(0, "other threads exist and this kernel cannot synchronise the filter")
-    _seccomp.load(spec, os.getpid())
+    _renice(spec.nice, task_dir)
+    _seccomp.load(spec.seccomp, os.getpid())
 
 
 class _Setup:
@@ -147,13 +201,24 @@ def _setup_layers(spec: sandbox_pb2.SandboxSpec, setup: _Setup, task_dir: int) -
     if spec.HasField("view"):
         view = spec.view
         paths = [(p.path, p.writable) for p in view.paths]
-        setup.step(Layer.MOUNT_NAMESPACE, lambda: _mounts.enter_view(paths, view.cwd))
+        overlays = [(Overlay(o.lower, o.upper, o.work), o.target) for o in view.overlays]
+        files = [(f.path, f.content) for f in view.files]
+        setup.step(
+            Layer.MOUNT_NAMESPACE, lambda: _mounts.enter_view(paths, view.cwd, overlays, files)
+        )
     if spec.drop_capabilities:
         setup.step(Layer.CAPABILITIES, _linux.drop_capabilities)
     if spec.HasField("landlock"):
         setup.step(Layer.LANDLOCK_FS, lambda: _enforce_landlock(spec.landlock, task_dir))
+    late = bool(spec.late_paths) and not setup.step(
+        Layer.TARGET, lambda: _found_without_late_paths(spec.target)
+    )
+    if late:
+        setup.step(Layer.TARGET, lambda: _preload(list(spec.preload)))
+        setup.step(Layer.SECCOMP, lambda: _load_seccomp(spec, task_dir))
+        return setup.step(Layer.TARGET, lambda: _resolve_late(spec))
     target = setup.step(Layer.TARGET, lambda: _resolve_target(spec.target))
-    setup.step(Layer.SECCOMP, lambda: _load_seccomp(spec.seccomp, task_dir))
+    setup.step(Layer.SECCOMP, lambda: _load_seccomp(spec, task_dir))
     return target
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import pyseccomp as seccomp  # pyright: ignore[reportMissingTypeStubs]
 
 from sandbox import _landlock, _linux
+from sandbox._cgroup import CgroupSupport, detect_cgroups
 
 #: A probe interpreter starts in tens of milliseconds; a stuck one is no answer.
 _PROBE_TIMEOUT_S = 10.0
@@ -50,6 +51,9 @@ class KernelReport:
     #: Whether this process can create a mount namespace (as root directly,
     #: otherwise inside a new user namespace).
     mount_namespaces: bool
+    #: Where per-child cgroups (CPU quota, memory ceiling) can be made, or
+    #: why not; None: not asked (a report built by hand).
+    cgroups: CgroupSupport | None = None
 
     @property
     def landlock_tcp(self) -> bool:
@@ -84,6 +88,7 @@ class KernelReport:
             f"sandbox network namespaces: {yes(self.net_namespaces)}",
             f"sandbox mount namespaces (private filesystem view): {yes(self.mount_namespaces)}",
             f"sandbox user namespaces: {yes(self.user_namespaces)}",
+            *([] if self.cgroups is None else [self.cgroups.line()]),
         ]
 
 
@@ -175,4 +180,5 @@ def detect() -> KernelReport:
         user_namespaces=user_ns,
         root=root,
         mount_namespaces=mount_ns,
+        cgroups=detect_cgroups(),
     )

@@ -34,6 +34,8 @@ class Exit:
     signal: int | None
     #: One line for logs and error messages.
     cause: str
+    #: The kernel's OOM killer ended it at its cgroup's memory ceiling.
+    by_oom_killer: bool = False
 
     def __str__(self) -> str:
         return self.cause
@@ -65,12 +67,30 @@ def _signal_cause(signum: int) -> str:
     return f"killed by {name}"
 
 
-def describe_status(returncode: int, supervisor: ExitKind | None = None) -> Exit:
+def oom_cause(memory_limit: int | None) -> str:
+    """The cause of an end by the kernel's OOM killer in the child's cgroup:
+    the memory ceiling's containment, as the supervisor's own check says it."""
+    at = "" if memory_limit is None else f" of {memory_limit / (1 << 20):.0f} MiB"
+    return (
+        "memory ceiling exceeded: killed (SIGKILL) by the kernel's OOM killer "
+        f"at its cgroup's limit{at}"
+    )
+
+
+def describe_status(
+    returncode: int,
+    supervisor: ExitKind | None = None,
+    *,
+    oom_killed: bool = False,
+    memory_limit: int | None = None,
+) -> Exit:
     """An :class:`Exit` from ``Popen.returncode`` (negative: the signal).
 
     ``supervisor`` is why the supervisor sent SIGKILL, if it did; it names the
     exit only when SIGKILL is indeed what ended the child (it may have
-    exited on its own just before).
+    exited on its own just before). ``oom_killed``: the child's cgroup
+    recorded an OOM kill (``memory_limit``, its ceiling); it names a SIGKILL
+    the supervisor did not send.
     """
     if returncode >= 0:
         return Exit(ExitKind.EXITED, returncode, None, f"exited with code {returncode}")
@@ -82,4 +102,6 @@ def describe_status(returncode: int, supervisor: ExitKind | None = None) -> Exit
             ExitKind.KILLED: "killed (SIGKILL) by its supervisor",
         }.get(supervisor, f"killed (SIGKILL) by its supervisor ({supervisor.value})")
         return Exit(supervisor, None, signum, cause)
+    if signum == signal.SIGKILL and oom_killed:
+        return Exit(ExitKind.SIGNALED, None, signum, oom_cause(memory_limit), by_oom_killer=True)
     return Exit(ExitKind.SIGNALED, None, signum, _signal_cause(signum))

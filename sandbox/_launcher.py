@@ -22,39 +22,46 @@ from types import TracebackType
 from typing import IO, cast
 
 from naga.v1 import sandbox_pb2
-from sandbox import _wire
+from sandbox import _hosts, _wire
+from sandbox._cgroup import Cgroup
 from sandbox._detect import KernelReport, detect
 from sandbox._exit import Exit, ExitKind, describe_status
 from sandbox._plan import Degradation, plan
-from sandbox._profile import CORE_SOCKET_ENV, PASSTHROUGH_ENV, NetworkPolicy, Profile, source_root
+from sandbox._profile import (
+    CORE_SOCKET_ENV,
+    EGRESS_SOCKET_ENV,
+    PASSTHROUGH_ENV,
+    NetworkPolicy,
+    Profile,
+    source_root,
+)
 from sandbox._wire import Layer
 from sandbox.errors import LaunchFailed, ProfileInvalid, ProtocolError
 
 _TARGET = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: How often a waiting supervisor checks whether the child is stopped: a
 #: stopped child never exits, so it is only seen by looking.
 STOP_CHECK_SECONDS = 0.05
 
 
-def _child_env(
-    profile: Profile, work_dir: str, import_paths: Sequence[str], extra: Mapping[str, str]
-) -> dict[str, str]:
+def _child_env(profile: Profile, work_dir: str, extra: Mapping[str, str]) -> dict[str, str]:
     env = {name: os.environ[name] for name in PASSTHROUGH_ENV if name in os.environ}
+    # No PYTHON* variable: the child runs isolated (-I ignores them) and gets
+    # its import path on its command line (_child_command).
     env.update(
-        # The child imports sandbox._child from where this package lives.
-        PYTHONPATH=os.pathsep.join([source_root(), *import_paths]),
-        PYTHONDONTWRITEBYTECODE="1",
-        PYTHONNOUSERSITE="1",
         # RLIMIT_AS counts address space glibc reserves per malloc arena
         # (64 MiB each, one per thread by default); two arenas keep a
         # threaded worker well inside its limit.
         MALLOC_ARENA_MAX="2",
         HOME=work_dir,
-        TMPDIR=work_dir,
+        TMPDIR=profile.scratch_dir or work_dir,
     )
     if profile.core_socket is not None and profile.network is not NetworkPolicy.NONE:
         env[CORE_SOCKET_ENV] = profile.core_socket
+    if profile.egress_socket is not None:
+        env[EGRESS_SOCKET_ENV] = profile.egress_socket
     for name, value in extra.items():
         if name not in profile.env_allowed:
             raise ProfileInvalid(
@@ -67,14 +74,45 @@ def _child_env(
     return env
 
 
+#: Run by ``python -I -S -B -c``: isolated (no PYTHON* variables, no user
+#: site, neither the script's directory nor the working directory on the
+#: path) and without ``site`` (no sitecustomize, usercustomize or .pth file
+#: is looked for anywhere). The import path is exactly the trusted one the
+#: launcher hands over; a plugin's folder joins it only once every layer is
+#: in force (``SandboxSpec.late_paths``).
+_BOOT = (
+    "import sys; sys.path[:] = sys.argv[3:]; del sys.argv[3:]; "
+    "from sandbox._child import main; main(sys.argv[1:])"
+)
+
+
+def child_sys_path(profile: Profile) -> list[str]:
+    """The child's import path: this package's root, then the launcher's own
+    path entries that lie inside the profile's read-only hierarchies (the
+    standard library, the environment's site-packages and what its .pth
+    files added); never the working directory or anything writable."""
+    read_only = [os.path.realpath(p) for p in profile.read_only]
+    found: list[str] = []
+    for raw in [source_root(), *sys.path]:
+        if not raw or not os.path.isabs(raw):
+            continue
+        path = os.path.realpath(raw)
+        if not any(_inside(path, ro) for ro in read_only):
+            continue
+        if os.path.exists(path) and path not in found:
+            found.append(path)
+    return found
+
+
+def _inside(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
 def _check_import_paths(profile: Profile, import_paths: Sequence[str]) -> list[str]:
     checked: list[str] = []
     for raw in import_paths:
         path = os.path.realpath(raw)
-        if not any(
-            path == ro or path.startswith(ro.rstrip("/") + "/")
-            for ro in map(os.path.realpath, profile.read_only)
-        ):
+        if not any(_inside(path, ro) for ro in map(os.path.realpath, profile.read_only)):
             raise ProfileInvalid(f"import path {raw} is outside the profile's read-only paths")
         checked.append(path)
     return checked
@@ -89,10 +127,12 @@ def launch(
     pass_fds: Sequence[int] = (),
     env: Mapping[str, str] | None = None,
     import_paths: Sequence[str] = (),
+    preload: Sequence[str] = (),
     stdout: int | IO[bytes] | None = None,
     stderr: int | IO[bytes] | None = None,
     kernel: KernelReport | None = None,
     ready_timeout: float = 10.0,
+    cgroup: Cgroup | None = None,
 ) -> Sandboxed:
     """Start ``target`` ("package.module:function", called with ``args`` as a
     list of strings) in a child sandboxed by ``profile``; return once it is
@@ -102,8 +142,15 @@ def launch(
     ``pass_fds`` are inherited by the child at the same numbers; every other
     descriptor is closed. ``env`` adds variables the profile allows (the
     token); the rest of the environment is scrubbed. ``kernel`` is a
-    :func:`detect` report to reuse. stdin is /dev/null; ``stdout`` and
+    :func:`detect` report to reuse. ``import_paths`` (a plugin's own
+    folder) become importable only once every layer, the filter included,
+    is in force: a target not found without them is imported then, after
+    ``preload`` (modules of the installation that may load shared
+    libraries, which the filter forbids) was imported before it. stdin is /dev/null; ``stdout`` and
     ``stderr`` are inherited unless given (as for ``subprocess.Popen``).
+    ``cgroup`` (:class:`Cgroup`, made by the caller with its limits) gets
+    the child before the child reads its spec, so nothing of it runs
+    outside; the child's handle removes it once the child is reaped.
 
     Raises :class:`ProfileInvalid` for bad arguments, ``LayerUnavailable``
     when the kernel cannot enforce the profile (unless it allows degraded
@@ -123,16 +170,31 @@ def launch(
     for fd in list[object](pass_fds):
         if isinstance(fd, bool) or not isinstance(fd, int) or fd < 3:
             raise ProfileInvalid(f"pass_fds must be descriptors >= 3, got {fd!r}")
-    paths = _check_import_paths(profile, import_paths)
-    child_env = _child_env(profile, profile.work_dir, paths, env or {})
-    spec, degraded = plan(profile, kernel or detect(), target=target, args=list(args))
+    late = _check_import_paths(profile, import_paths)
+    for name in list[object](preload):
+        if not isinstance(name, str) or not _MODULE.fullmatch(name):
+            raise ProfileInvalid(f"preload entries must be module names, got {name!r}")
+    child_env = _child_env(profile, profile.work_dir, env or {})
+    # No DNS in a host-network child (no UDP at all): its names resolved here.
+    files = _hosts.view_files(profile.egress_hosts) if not profile.network.private_netns else []
+    spec, degraded = plan(
+        profile, kernel or detect(), target=target, args=list(args), view_files=files
+    )
+    spec.late_paths.extend(late)
+    spec.preload.extend(preload)
 
     started = time.monotonic()
     spec_r, spec_w = os.pipe()
     report_r, report_w = os.pipe()
     try:
         popen = subprocess.Popen(
-            [sys.executable, "-P", "-s", "-B", "-m", "sandbox._child", str(spec_r), str(report_w)],
+            [
+                sys.executable,
+                *("-I", "-S", "-B", "-c", _BOOT),
+                str(spec_r),
+                str(report_w),
+                *child_sys_path(profile),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=stdout,
             stderr=stderr,
@@ -148,8 +210,10 @@ def launch(
         raise LaunchFailed(f"cannot start the interpreter: {e}", errno=e.errno or 0) from e
     os.close(spec_r)
     os.close(report_w)
-    handle = Sandboxed(popen, profile, degraded)
+    handle = Sandboxed(popen, profile, degraded, cgroup)
     try:
+        if cgroup is not None:
+            cgroup.add(popen.pid)  # it waits for its spec: nothing of it ran yet
         try:
             _wire.write_message(spec_w, spec)
         except BrokenPipeError:
@@ -204,11 +268,17 @@ class Sandboxed:
     (also a context manager: leaving the block kills a child still running)."""
 
     def __init__(
-        self, popen: subprocess.Popen[bytes], profile: Profile, degraded: tuple[Degradation, ...]
+        self,
+        popen: subprocess.Popen[bytes],
+        profile: Profile,
+        degraded: tuple[Degradation, ...],
+        cgroup: Cgroup | None = None,
     ) -> None:
         self._popen = popen
         self.pid = popen.pid
         self.profile = profile
+        #: Its cgroup (CPU quota, memory ceiling), if the launch was given one.
+        self.cgroup = cgroup
         #: Layers the profile wanted and this kernel could not give.
         self.degraded = degraded
         #: Seconds from launch to the child's ready report.
@@ -243,10 +313,22 @@ class Sandboxed:
     def _reap(self, kind: ExitKind | None = None) -> Exit:
         if self._exit is None:
             status = self._popen.wait()
-            self._exit = describe_status(status, kind)
+            # Its cgroup's counters say whether the kernel's OOM killer sent
+            # a SIGKILL the supervisor did not; they go with the cgroup.
+            oom = (
+                status == -signal.SIGKILL
+                and kind is None
+                and self.cgroup is not None
+                and self.cgroup.oom_killed()
+            )
+            limit = self.cgroup.memory_limit() if oom and self.cgroup is not None else None
+            self._exit = describe_status(status, kind, oom_killed=oom, memory_limit=limit)
             if self.pidfd is not None:
                 os.close(self.pidfd)
                 self.pidfd = None
+            if self.cgroup is not None:
+                with contextlib.suppress(OSError):
+                    self.cgroup.remove()
         return self._exit
 
     def _exited(self, timeout: float) -> bool:

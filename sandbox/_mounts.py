@@ -24,6 +24,8 @@ from collections.abc import Sequence
 
 import pyseccomp as seccomp  # pyright: ignore[reportMissingTypeStubs]
 
+from sandbox._overlay import Overlay
+
 _libc = ctypes.CDLL(None, use_errno=True)
 _mount = _libc.mount
 _mount.restype = ctypes.c_int
@@ -161,20 +163,50 @@ def remount_flags(fd: int, mode: int) -> int:
     return flags
 
 
-def enter_view(paths: Sequence[tuple[str, bool]], cwd: str) -> None:
+def _write_file(path: str, content: bytes, shown: Sequence[tuple[str, bool]]) -> None:
+    """``path`` made in the scaffold's own tmpfs. One inside a shown path
+    would be written through its bind mount into the host's directory: refused."""
+    if not os.path.isabs(path) or os.path.normpath(path) != path or path == "/":
+        raise OSError(errno.EINVAL, f"view file {path!r}: not a plain absolute path")
+    for top, _ in shown:
+        if path == top or path.startswith(top.rstrip("/") + "/"):
+            raise OSError(errno.EINVAL, f"view file {path}: inside the shown path {top}")
+    target = _SCAFFOLD + path
+    os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, content)
+    finally:
+        os.close(fd)
+
+
+def enter_view(
+    paths: Sequence[tuple[str, bool]],
+    cwd: str,
+    overlays: Sequence[tuple[Overlay, str]] = (),
+    files: Sequence[tuple[str, bytes]] = (),
+) -> None:
     """Replace this process's root with one holding only ``paths``
-    (``(path, writable)``), and change into ``cwd``."""
+    (``(path, writable)``) and ``files`` (``(path, content)``, written in
+    the new root itself), and change into ``cwd``; each of ``overlays``
+    (an overlay and its target) mounted first, so a path may show one."""
     # Nothing we mount may propagate back into the host's namespace.
     mount(None, "/", None, MS_REC | MS_PRIVATE)
+    for overlay, target in overlays:
+        mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, overlay.data())
     sources: list[tuple[str, bool, int]] = []
+    shown = top_level(paths)
     try:
-        for path, writable in top_level(paths):
+        for path, writable in shown:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             except OSError as e:
                 raise OSError(e.errno, f"view path {path}: {e.strerror}") from e
             sources.append((path, writable, fd))
         mount("tmpfs", _SCAFFOLD, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+        # Before any bind mount: the scaffold's directories are still its own.
+        for path, content in files:
+            _write_file(path, content, shown)
         for path, writable, fd in sources:
             target = _SCAFFOLD + path
             mode = os.fstat(fd).st_mode

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from naga.v1 import sandbox_pb2
 from sandbox import _landlock
 from sandbox._detect import KernelReport
-from sandbox._profile import NetworkPolicy, Profile
+from sandbox._profile import Profile
 from sandbox._wire import Layer, seccomp_to_proto
 from sandbox.errors import LayerUnavailable
 
@@ -64,7 +64,13 @@ def _degradations(profile: Profile, kernel: KernelReport) -> list[Degradation]:
                 Layer.MOUNT_NAMESPACE,
                 "cannot create a mount namespace; the host's paths stay visible (Landlock "
                 "still refuses their contents) and Unix sockets outside the profile (a "
-                "systemd user bus, ssh-agent, docker.sock) stay reachable by file mode",
+                "systemd user bus, ssh-agent, docker.sock) stay reachable by file mode"
+                + (
+                    "; and the declared egress hosts cannot be shown to it in an /etc/hosts"
+                    " of its own, so only addresses (not names) can be connected to"
+                    if not profile.network.private_netns
+                    else ""
+                ),
             )
         )
     abi = kernel.landlock_abi
@@ -87,8 +93,7 @@ def _degradations(profile: Profile, kernel: KernelReport) -> list[Degradation]:
         found.append(
             Degradation(
                 Layer.LANDLOCK_NET,
-                f"Landlock ABI {abi} has no TCP port rules; every TCP port can be "
-                + ("bound" if profile.network is NetworkPolicy.LISTEN else "connected to"),
+                f"Landlock ABI {abi} has no TCP port rules; every TCP port can be connected to",
             )
         )
     if host_network and abi < 6:
@@ -108,9 +113,12 @@ def plan(
     *,
     target: str,
     args: Sequence[str],
+    view_files: Sequence[tuple[str, bytes]] = (),
 ) -> tuple[sandbox_pb2.SandboxSpec, tuple[Degradation, ...]]:
     """The spec for the child and what it lacks; raises :class:`LayerUnavailable`
-    when a required layer is missing (always for seccomp and no_new_privs)."""
+    when a required layer is missing (always for seccomp and no_new_privs).
+    ``view_files`` (path, content) are made in the view's root, readable;
+    without a mount namespace there is no view to make them in."""
     if profile.work_dir is None:
         raise ValueError("plan() needs a profile with its work directory bound")
     hard_missing: list[tuple[str, str]] = []
@@ -120,6 +128,10 @@ def plan(
         )
     if not kernel.no_new_privs:
         hard_missing.append((Layer.NO_NEW_PRIVS.value, "PR_SET_NO_NEW_PRIVS unsupported"))
+    if profile.overlay is not None and not kernel.mount_namespaces:
+        hard_missing.append(
+            (Layer.MOUNT_NAMESPACE.value, "the staging overlay needs a mount namespace")
+        )
     degraded = _degradations(profile, kernel)
     if hard_missing or (degraded and not profile.allow_degraded):
         missing = hard_missing + [(d.layer.value, d.reason) for d in degraded]
@@ -131,6 +143,7 @@ def plan(
         drop_capabilities=True,
         seccomp=seccomp_to_proto(profile.seccomp, tsync=kernel.seccomp_tsync),
     )
+    spec.nice = profile.nice
     for res, soft, hard in profile.rlimits.triples():
         spec.rlimits.append(sandbox_pb2.Rlimit(resource=res, soft=_rlim(soft), hard=_rlim(hard)))
     spec.unshare_net = profile.network.private_netns and kernel.net_namespaces
@@ -138,10 +151,22 @@ def plan(
         view = sandbox_pb2.FilesystemView(cwd=profile.work_dir)
         shown = [(p, False) for p in profile.read_only]
         shown += [(p, True) for p in profile.devices]
-        shown.append((profile.work_dir, True))
+        shown.append((profile.work_dir, profile.scratch_dir is None))
+        if profile.scratch_dir is not None:
+            shown.append((profile.scratch_dir, True))
         if profile.core_socket is not None:
             shown.append((profile.core_socket, True))
+        if profile.egress_socket is not None:
+            shown.append((profile.egress_socket, True))
         view.paths.extend(sandbox_pb2.ViewPath(path=p, writable=w) for p, w in shown)
+        if profile.overlay is not None:
+            o = profile.overlay
+            view.overlays.append(
+                sandbox_pb2.OverlayMount(
+                    lower=o.lower, upper=o.upper, work=o.work, target=profile.work_dir
+                )
+            )
+        view.files.extend(sandbox_pb2.ViewFile(path=p, content=c) for p, c in view_files)
         spec.view.CopyFrom(view)
     # Without root, namespaces other than the user one need one of their own.
     spec.unshare_user = not kernel.root and (spec.unshare_net or spec.HasField("view"))
@@ -153,9 +178,17 @@ def plan(
             handled_net=_landlock.net_access_for_abi(abi),
             scoped=_landlock.scopes_for_abi(abi),
         )
-        grants = [(p, _landlock.READ_ONLY) for p in profile.read_only]
+        # Only a shell command runs programs (Profile.shell): execute rights.
+        run = _landlock.FS_EXECUTE if profile.may_execute else 0
+        grants = [(p, _landlock.READ_ONLY | run) for p in profile.read_only]
         grants += [(p, _landlock.DEVICE) for p in profile.devices]
-        grants.append((profile.work_dir, _landlock.READ_WRITE))
+        if spec.HasField("view"):
+            grants += [(p, _landlock.READ_ONLY) for p, _ in view_files]
+        if profile.scratch_dir is None:
+            grants.append((profile.work_dir, _landlock.READ_WRITE | run))
+        else:
+            grants.append((profile.work_dir, _landlock.READ_ONLY | run))
+            grants.append((profile.scratch_dir, _landlock.READ_WRITE))
         for path, access in grants:
             landlock.paths.append(sandbox_pb2.LandlockPath(path=path, access=access & handled_fs))
         if landlock.handled_net:

@@ -17,19 +17,37 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from naga import constants
 from sandbox import _syscalls
+from sandbox._overlay import Overlay
 from sandbox._policy import SeccompPolicy
+from sandbox._shell_policy import shell_policy
 from sandbox.errors import ProfileInvalid
 
 #: Environment variable carrying the capability token (set per launch).
-TOKEN_ENV = "NAGA_TOKEN"
+TOKEN_ENV = constants.TOKEN_ENV
+#: A plugin's niceness above the core's: under contention the core (and
+#: whoever it answers) gets the CPU first; a plugin cannot lower it.
+PLUGIN_NICE = 10
 #: Environment variable carrying the core's gRPC socket path.
-CORE_SOCKET_ENV = "NAGA_CORE_SOCKET"
+CORE_SOCKET_ENV = constants.CORE_SOCKET_ENV
+#: Environment variable carrying the path of the core's egress proxy socket
+#: (plugins that reach the network only through the core's CONNECT proxy).
+EGRESS_SOCKET_ENV = constants.EGRESS_SOCKET_ENV
 
 #: Copied from the launcher's environment when present; nothing else is.
 PASSTHROUGH_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 
-#: Read-only for every kind: system libraries, certificates, the dynamic
+#: The system's CA bundle, wherever the distribution keeps it: the one file
+#: TLS needs of /etc/ssl and /etc/pki (which also hold private keys).
+CA_BUNDLES = (
+    "/etc/ssl/certs/ca-certificates.crt",  # Debian, Ubuntu, Arch
+    "/etc/pki/tls/certs/ca-bundle.crt",  # Fedora, RHEL (a link to the next)
+    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+    "/etc/ssl/ca-bundle.pem",  # openSUSE
+    "/etc/ssl/cert.pem",  # Alpine
+)
+#: Read-only for every kind: system libraries, the CA bundle, the dynamic
 #: linker cache, time zones, the CPU count. Not /etc as a whole (passwd,
 #: shadow, machine secrets), not /proc (other processes, /proc/self/mem).
 SYSTEM_READ_ONLY = (
@@ -39,9 +57,7 @@ SYSTEM_READ_ONLY = (
     "/lib32",
     "/bin",
     "/sbin",
-    "/etc/ssl",
-    "/etc/pki",
-    "/etc/ca-certificates",
+    *CA_BUNDLES,
     "/etc/ld.so.cache",
     "/etc/localtime",
     "/sys/devices/system/cpu",
@@ -49,11 +65,10 @@ SYSTEM_READ_ONLY = (
     "/dev/random",
     "/dev/zero",
 )
-#: Read-only for kinds on the host network: name resolution.
+#: Read-only for kinds on the host network: name resolution, but for DNS
+#: (no resolv.conf) and the host's hosts and nsswitch files: the view gets
+#: its own, naming the declared hosts only (sandbox._hosts).
 NETWORK_READ_ONLY = (
-    "/etc/resolv.conf",
-    "/etc/hosts",
-    "/etc/nsswitch.conf",
     "/etc/gai.conf",
     "/etc/host.conf",
     "/etc/services",
@@ -76,6 +91,7 @@ class Kind(enum.Enum):
     EXECUTOR = "executor"
     PLUGIN = "plugin"
     MODEL_SERVER = "model_server"
+    SHELL = "shell"
 
 
 class NetworkPolicy(enum.Enum):
@@ -86,11 +102,10 @@ class NetworkPolicy(enum.Enum):
     CORE_ONLY = "core-only"
     #: The host network, TCP connect only to the listed ports (Landlock).
     EGRESS = "egress"
-    #: The host network, TCP bind only to the listed port, no TCP connect.
-    LISTEN = "listen"
     #: A private network namespace; it serves on a listening socket the
     #: launcher bound and passed in (sockets keep the namespace they were
-    #: made in), and cannot make a TCP socket of its own: no bind, no connect.
+    #: made in), and cannot make a TCP socket of its own: no bind, no
+    #: listen, no connect. The gateway and the model server.
     ACCEPT = "accept"
 
     @property
@@ -216,26 +231,43 @@ class Profile:
     env_allowed: frozenset[str] = frozenset({TOKEN_ENV})
     #: Run with whatever layers this kernel has, recording what is missing.
     allow_degraded: bool = False
+    #: Landlock lets it execute programs from its view (only Profile.shell).
+    may_execute: bool = False
+    #: Added to the child's niceness: its CPU share below the core's.
+    nice: int = 0
+    #: The core's egress proxy (a Unix socket), shown in the view: the
+    #: plugin's only way out, with no network of its own (private netns,
+    #: Unix sockets only). See :meth:`plugin`.
+    egress_socket: str | None = None
+    #: When set, the work directory is shown and granted read-only (a plugin
+    #: whose tools are all R0: they read, so nothing of theirs is written)
+    #: and this directory, wiped by its owner, is the writable TMPDIR.
+    scratch_dir: str | None = None
+    #: When set (only Profile.shell), the work directory is this overlay's
+    #: mount point in the child: its writes land in the upper directory.
+    overlay: Overlay | None = None
 
     @classmethod
     def gateway(
         cls,
-        port: int,
         core_socket: str | os.PathLike[str],
         *,
         rlimits: Rlimits | None = None,
         read_only: Sequence[str | os.PathLike[str]] = (),
         allow_degraded: bool = False,
     ) -> Profile:
-        """The gateway: serves TCP on ``port`` only, reaches the core over its
-        Unix socket, connects nowhere else."""
+        """The gateway: serves HTTP on the listening socket the core bound
+        and passes in (``pass_fds``), reaches the core over its Unix socket,
+        and has no network of its own: a private network namespace, and no
+        right to make, bind or listen on a TCP socket (so no ephemeral port
+        by ``listen()`` without ``bind()`` either)."""
         return cls._build(
             Kind.GATEWAY,
             rlimits or Rlimits(address_space=1 * _GIB, open_files=1024, file_size=16 * _MIB),
             read_only=read_only,
             work_dir=None,
-            network=NetworkPolicy.LISTEN,
-            bind_ports=(_check_port(port, "gateway port"),),
+            network=NetworkPolicy.ACCEPT,
+            bind_ports=(),
             egress=(),
             core_socket=_absolute(core_socket, "core socket"),
             seccomp=_syscalls.gateway_policy(),
@@ -279,12 +311,32 @@ class Profile:
         read_only: Sequence[str | os.PathLike[str]] = (),
         rlimits: Rlimits | None = None,
         allow_degraded: bool = False,
+        egress_socket: str | os.PathLike[str] | None = None,
     ) -> Profile:
         """A plugin, from its manifest: ``egress`` destinations (none: no
-        network), its code directories (``read_only``), its work directory."""
+        network), its code directories (``read_only``), its work directory.
+
+        With ``egress_socket`` (the core's egress proxy for this plugin) the
+        plugin gets no network at all: a private network namespace and Unix
+        sockets only, the proxy's socket in its view. ``egress`` is then
+        only recorded (``egress_hosts``); the proxy checks the hosts."""
         for item in list[object](egress):
             if not isinstance(item, Egress):
                 raise ProfileInvalid(f"egress entries must be Egress, got {item!r}")
+        if egress_socket is not None:
+            proxy = _absolute(egress_socket, "egress socket")
+            profile = cls.plugin(
+                work_dir=work_dir,
+                core_socket=core_socket,
+                read_only=read_only,
+                rlimits=rlimits,
+                allow_degraded=allow_degraded,
+            )
+            if profile.network is NetworkPolicy.NONE:
+                # The proxy is a path socket: reachable from a private netns.
+                profile = replace(profile, network=NetworkPolicy.CORE_ONLY)
+            hosts = tuple(dict.fromkeys(e.host for e in egress))
+            return replace(profile, egress_socket=proxy, egress_hosts=hosts)
         if egress:
             network = NetworkPolicy.EGRESS
         elif core_socket is not None:
@@ -302,7 +354,7 @@ class Profile:
             core_socket=None if core_socket is None else _absolute(core_socket, "core socket"),
             seccomp=_syscalls.plugin_policy(egress=bool(egress)),
             allow_degraded=allow_degraded,
-        )
+        ).with_nice(PLUGIN_NICE)
 
     @classmethod
     def model_server(
@@ -351,6 +403,50 @@ class Profile:
         return profile if work_dir is None else profile.with_work_dir(work_dir)
 
     @classmethod
+    def shell(
+        cls,
+        *,
+        work_dir: str | os.PathLike[str],
+        rlimits: Rlimits | None = None,
+        read_only: Sequence[str | os.PathLike[str]] = (),
+        overlay: Overlay | None = None,
+    ) -> Profile:
+        """One shell command (the shell tool, docs/design/tools.md): programs
+        may run, the system is read-only, ``work_dir`` (a staged copy of the
+        workspace, or with ``overlay`` the empty directory it is mounted on)
+        is the one writable directory, no network at all, and the command
+        cannot leave its process group. Never degraded: the signal scope of
+        Landlock and the mount view are what hold a program that may fork
+        and exec."""
+        profile = cls._build(
+            Kind.SHELL,
+            rlimits
+            or Rlimits(
+                address_space=1 * _GIB,
+                cpu_seconds=600,
+                open_files=256,
+                file_size=64 * _MIB,
+                processes=256,
+            ),
+            read_only=read_only,
+            work_dir=work_dir,
+            network=NetworkPolicy.NONE,
+            bind_ports=(),
+            egress=(),
+            core_socket=None,
+            seccomp=shell_policy(),
+            allow_degraded=False,
+        )
+        if overlay is not None:
+            assert profile.work_dir is not None  # set from work_dir above
+            for layer in (overlay.lower, overlay.upper, overlay.work):
+                if _within(profile.work_dir, layer) or _within(layer, profile.work_dir):
+                    raise ProfileInvalid(
+                        f"work directory {profile.work_dir} overlaps the overlay's {layer}"
+                    )
+        return replace(profile, may_execute=True, overlay=overlay)
+
+    @classmethod
     def _build(
         cls,
         kind: Kind,
@@ -391,6 +487,29 @@ class Profile:
     @property
     def name(self) -> str:
         return self.kind.value
+
+    def with_nice(self, nice: int) -> Profile:
+        """This profile with its child ``nice`` steps nicer (0..19)."""
+        if isinstance(nice, bool) or not isinstance(nice, int) or not 0 <= nice <= 19:  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ProfileInvalid(f"nice must be an integer in 0..19, got {nice!r}")
+        return replace(self, nice=nice)
+
+    def with_read_only_work(self, scratch_dir: str | os.PathLike[str]) -> Profile:
+        """This profile with its work directory read-only (mount and Landlock)
+        and ``scratch_dir`` (existing, outside every other path) its only
+        writable directory, its TMPDIR."""
+        path = _absolute(scratch_dir, "scratch directory")
+        if not os.path.isdir(path):
+            raise ProfileInvalid(f"scratch directory does not exist or is not a directory: {path}")
+        real = os.path.realpath(path)
+        others = [*self.read_only, *self.devices]
+        if self.work_dir is not None:
+            others.append(self.work_dir)
+        for other in others:
+            other_real = os.path.realpath(other)
+            if _within(real, other_real) or _within(other_real, real):
+                raise ProfileInvalid(f"scratch directory {path} overlaps {other}")
+        return replace(self, scratch_dir=real)
 
     def with_work_dir(self, work_dir: str | os.PathLike[str]) -> Profile:
         """This profile with its one read-write directory set.

@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import mmap
+import os
 import socket
 import termios
 
@@ -32,6 +33,23 @@ from sandbox._policy import (
 )
 
 _SOCK_TYPE_MASK = 0xF
+#: MSG_FASTOPEN (Linux); socket.MSG_FASTOPEN is missing from some builds.
+_MSG_FASTOPEN = 0x20000000
+#: TCP options a client or server sets in ordinary use (netinet/tcp.h).
+_TCP_OPTIONS = (
+    1,  # TCP_NODELAY
+    2,  # TCP_MAXSEG
+    4,  # TCP_KEEPIDLE
+    5,  # TCP_KEEPINTVL
+    6,  # TCP_KEEPCNT
+    8,  # TCP_LINGER2
+    9,  # TCP_DEFER_ACCEPT
+    10,  # TCP_WINDOW_CLAMP
+    12,  # TCP_QUICKACK
+    13,  # TCP_CONGESTION
+    18,  # TCP_USER_TIMEOUT
+    25,  # TCP_NOTSENT_LOWAT
+)
 _THREAD_FLAGS = _linux.CLONE_VM | _linux.CLONE_THREAD | _linux.CLONE_SIGHAND
 
 _BASE: list[Rule] = [
@@ -73,6 +91,13 @@ _BASE: list[Rule] = [
         "sched_yield sched_getaffinity sched_getparam sched_getscheduler"
         " sched_get_priority_max sched_get_priority_min",
         "scheduler queries (thread pools size themselves from the CPU count)",
+    ),
+    allow_if(
+        "getpriority",
+        "only its own niceness (PRIO_PROCESS, who 0); setpriority is refused: it runs as"
+        " nice as the launcher made it",
+        ArgCheck.eq(0, os.PRIO_PROCESS),
+        ArgCheck.eq(1, 0),
     ),
     allow_if("kill", "only with pid == its own pid", ArgCheck.is_own_pid(0)),
     allow_if(
@@ -209,9 +234,42 @@ _BASE: list[Rule] = [
     ),
     *allow_values("socketpair", 0, (socket.AF_UNIX,), "only AF_UNIX (event loops' wake-ups)"),
     *allow(
-        "connect sendto recvfrom sendmsg recvmsg sendmmsg recvmmsg shutdown"
-        " getsockname getpeername setsockopt getsockopt",
+        "connect recvfrom recvmsg recvmmsg shutdown getsockname getpeername getsockopt",
         "talking over sockets it may create",
+    ),
+    # A TCP Fast Open send connects inside sendto()/sendmsg(), where
+    # Landlock's connect rule never looks: the flag is refused on every send.
+    allow_if(
+        "sendto",
+        "unless MSG_FASTOPEN (a Fast Open send connects past Landlock's port rules)",
+        ArgCheck.bits_clear(3, _MSG_FASTOPEN),
+    ),
+    allow_if(
+        "sendmsg",
+        "unless MSG_FASTOPEN (a Fast Open send connects past Landlock's port rules)",
+        ArgCheck.bits_clear(2, _MSG_FASTOPEN),
+    ),
+    allow_if(
+        "sendmmsg",
+        "unless MSG_FASTOPEN (a Fast Open send connects past Landlock's port rules)",
+        ArgCheck.bits_clear(3, _MSG_FASTOPEN),
+    ),
+    *allow_values(
+        "setsockopt",
+        1,
+        (socket.SOL_SOCKET, socket.IPPROTO_IP, socket.IPPROTO_IPV6),
+        "socket, IPv4 and IPv6 options (levels compared on all 64 bits)",
+    ),
+    *(
+        allow_if(
+            "setsockopt",
+            "TCP options but TCP_FASTOPEN, TCP_FASTOPEN_CONNECT (connect() would then"
+            " connect in the first write, past Landlock's port rules), TCP_FASTOPEN_KEY,"
+            " TCP_FASTOPEN_NO_COOKIE, TCP_ULP, TCP_REPAIR and the rest unlisted",
+            ArgCheck.eq(1, socket.IPPROTO_TCP),
+            ArgCheck.eq(2, option),
+        )
+        for option in _TCP_OPTIONS
     ),
     # --- refused: kernel attack surface (EPERM, not kill: libraries probe
     # these and must fall back, and the call never runs either way) ------
@@ -257,20 +315,11 @@ _NETWORK_CLIENT: list[Rule] = [
     for proto in (0, socket.IPPROTO_TCP)
 ]
 
-_DNS: list[Rule] = [
-    allow_if(
-        "socket",
-        "also AF_INET/AF_INET6 SOCK_DGRAM with protocol 0 or UDP, for DNS (Landlock"
-        " has no UDP rules: see below)",
-        ArgCheck.eq(0, family),
-        ArgCheck.masked(1, _SOCK_TYPE_MASK, socket.SOCK_DGRAM),
-        ArgCheck.eq(2, proto),
-    )
-    for family in (socket.AF_INET, socket.AF_INET6)
-    for proto in (0, socket.IPPROTO_UDP)
-]
-
-_LISTEN: list[Rule] = allow("bind listen accept accept4", "serving on the port Landlock allows")
+_SERVE: list[Rule] = allow(
+    "accept accept4",
+    "serving on the listening socket the core bound and handed it (it can make,"
+    " bind or listen on no TCP socket of its own)",
+)
 
 _ACCEPT: list[Rule] = [
     *allow(
@@ -291,8 +340,11 @@ def executor_policy() -> SeccompPolicy:
 
 
 def plugin_policy(*, egress: bool) -> SeccompPolicy:
-    """A plugin: like an executor, plus TCP and DNS when it has egress."""
-    return SeccompPolicy(tuple(_BASE + (_NETWORK_CLIENT + _DNS if egress else [])))
+    """A plugin: like an executor, plus TCP when it has egress. No UDP, not
+    even for DNS: Landlock has no UDP rules, so a datagram socket could
+    reach any host and port; the launcher resolves the declared hosts into
+    the view's /etc/hosts instead (sandbox._hosts)."""
+    return SeccompPolicy(tuple(_BASE + (_NETWORK_CLIENT if egress else [])))
 
 
 def model_server_policy() -> SeccompPolicy:
@@ -302,5 +354,6 @@ def model_server_policy() -> SeccompPolicy:
 
 
 def gateway_policy() -> SeccompPolicy:
-    """The gateway serves TCP on one port and reaches the core over Unix."""
-    return SeccompPolicy(tuple(_BASE + _NETWORK_CLIENT + _LISTEN))
+    """The gateway accepts on the socket the core handed it and reaches the
+    core over Unix: no socket of its own but Unix ones, no bind, no listen."""
+    return SeccompPolicy(tuple(_BASE + _SERVE))

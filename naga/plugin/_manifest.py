@@ -13,15 +13,23 @@ plugin runs the manifest it installed.
 from __future__ import annotations
 
 import enum
+import ipaddress
 import math
 import os
 import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Literal, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 from naga.constants import (
     PLUGIN_MAX_ARGUMENTS_CHARS,
@@ -36,8 +44,14 @@ K = TypeVar("K")
 
 #: The largest manifest file read.
 MAX_MANIFEST_BYTES = 64 << 10
-#: Capabilities a manifest may ask for.
-CAPABILITIES = frozenset({"core"})
+#: Capabilities a manifest may ask for: "core" (the core's socket and a
+#: token); "egress_proxy" (no network of its own, its egress only through
+#: the core's CONNECT proxy, naga_core.egress); "workspace" (the owner's
+#: workspace, read-only; its results may stage writes the core captures,
+#: docs/design/tools.md); "shell" (its tool plans a command the core runs
+#: in a sandbox of its own over a staged copy of the workspace).
+CAPABILITIES = frozenset({"core", "egress_proxy", "workspace", "shell"})
+_Capability = Literal["core", "egress_proxy", "workspace", "shell"]
 #: A string parameter's length limit when the manifest gives none.
 DEFAULT_MAX_LENGTH = 4096
 
@@ -137,17 +151,22 @@ class Manifest:
     limits: Limits
 
     @classmethod
-    def parse(cls, text: str, *, source: str = "plugin.toml") -> Manifest:
-        """Validate TOML text; :class:`ManifestInvalid` lists every problem."""
+    def parse(
+        cls, text: str, *, source: str = "plugin.toml", local_egress: bool = False
+    ) -> Manifest:
+        """Validate TOML text; :class:`ManifestInvalid` lists every problem.
+        Egress to this machine or a private network is refused unless
+        ``local_egress`` (only for what the owner configured: the core's
+        own provider manifest from providers.json, a configured root)."""
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ManifestInvalid(source, [f"not valid TOML: {exc}"]) from None
-        return cls.from_mapping(data, source=source)
+        return cls.from_mapping(data, source=source, local_egress=local_egress)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> Manifest:
-        """Read and validate the manifest file at ``path``."""
+    def load(cls, path: str | os.PathLike[str], *, local_egress: bool = False) -> Manifest:
+        """Read and validate the manifest file at ``path`` (see :meth:`parse`)."""
         source = os.fspath(path)
         try:
             with open(source, "rb") as f:
@@ -160,24 +179,28 @@ class Manifest:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ManifestInvalid(source, [f"not UTF-8: {exc}"]) from None
-        return cls.parse(text, source=source)
+        return cls.parse(text, source=source, local_egress=local_egress)
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, object], *, source: str) -> Manifest:
+    def from_mapping(
+        cls, data: Mapping[str, object], *, source: str, local_egress: bool = False
+    ) -> Manifest:
         try:
-            model = _ManifestModel.model_validate(dict(data))
+            model = _ManifestModel.model_validate(dict(data), context={_LOCAL_EGRESS: local_egress})
         except ValidationError as exc:
             raise ManifestInvalid(source, _problems(exc)) from None
         return model.to_manifest()
 
     @classmethod
-    def from_proto(cls, msg: pb.PluginManifest, *, source: str = "Hello") -> Manifest:
+    def from_proto(
+        cls, msg: pb.PluginManifest, *, source: str = "Hello", local_egress: bool = False
+    ) -> Manifest:
         """The manifest a plugin sent, validated by the same rules as a file."""
         try:
             data = _proto_to_mapping(msg)
         except ValueError as exc:
             raise ManifestInvalid(source, [str(exc)]) from None
-        return cls.from_mapping(data, source=source)
+        return cls.from_mapping(data, source=source, local_egress=local_egress)
 
     def to_proto(self) -> pb.PluginManifest:
         limits = pb.PluginLimits(max_concurrent_calls=self.limits.max_concurrent_calls)
@@ -263,6 +286,56 @@ class _EgressModel(BaseModel):
     host: Annotated[str, Field(min_length=1, max_length=253, pattern=HOST.pattern)]
     port: Annotated[int, Field(ge=1, le=65535)]
 
+    @model_validator(mode="after")
+    def _not_local(self, info: ValidationInfo) -> _EgressModel:
+        context: object = info.context
+        if isinstance(context, dict) and cast("dict[str, object]", context).get(_LOCAL_EGRESS):
+            return self
+        why = local_destination(self.host, self.port)
+        if why:
+            raise ValueError(why)
+        return self
+
+
+#: The WebChat gateway's default port (SPEC 1). The sandbox holds a
+#: plugin's connections to its declared *ports* (Landlock cannot name
+#: hosts), so a plugin declaring it anywhere could reach the local console.
+GATEWAY_PORT = 18789
+_LOCAL_EGRESS = "local_egress"
+
+
+def local_destination(host: str, port: int) -> str:
+    """Why egress to ``host:port`` reaches this machine or its private
+    network (empty when it does not, as far as the name says)."""
+    name = host.lower().rstrip(".")
+    if name == "localhost" or name.endswith(".localhost"):
+        return (
+            f"egress to {host} is this machine (loopback): a plugin may not reach the "
+            "core's gateway or other local services"
+        )
+    if port == GATEWAY_PORT:
+        return (
+            f"egress port {port} is the WebChat gateway's: the sandbox holds plugins to "
+            "ports, so it would reach the local console"
+        )
+    try:
+        ip = ipaddress.ip_address(name.strip("[]"))
+    except ValueError:
+        return ""
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    ip = mapped or ip
+    if ip.is_loopback or ip.is_unspecified:
+        return (
+            f"egress to {host} is this machine (loopback): a plugin may not reach the "
+            "core's gateway or other local services"
+        )
+    if ip.is_private or ip.is_link_local or ip.is_multicast or ip.is_reserved:
+        return (
+            f"egress to {host} is a private or link-local address: a plugin may reach "
+            "only public hosts, not this machine's network"
+        )
+    return ""
+
 
 class _LimitsModel(BaseModel):
     model_config = _STRICT
@@ -280,7 +353,7 @@ class _ManifestModel(BaseModel):
     kind: Literal["channel", "model_provider", "tool"]
     description: Annotated[str, Field(min_length=1, max_length=1000)]
     entry: Annotated[str, Field(max_length=200, pattern=ENTRY.pattern)]
-    capabilities: list[Literal["core"]] = Field(default_factory=list[Literal["core"]])
+    capabilities: list[_Capability] = Field(default_factory=list[_Capability])
     egress: list[_EgressModel] = Field(default_factory=list[_EgressModel], max_length=16)
     limits: _LimitsModel = Field(default_factory=_LimitsModel)
     tools: list[_ToolModel] = Field(default_factory=list[_ToolModel], max_length=TOKEN_MAX_TOOLS)

@@ -19,9 +19,12 @@ per task keeps one connection and presents each task's token over it
 
 from naga.sdk import errors
 from naga.sdk._address import CoreAddress, default_home, owner_credential, read_credential
+from naga.sdk._aio import AsyncClient, AsyncEvents
 from naga.sdk._client import Client, Issued, Subscription, TurnEvents
 
 __all__ = [
+    "AsyncClient",
+    "AsyncEvents",
     "Client",
     "CoreAddress",
     "Issued",

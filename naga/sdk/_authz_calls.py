@@ -9,7 +9,7 @@ from naga.sdk import errors
 from naga.sdk._kernel_calls import trust_level
 from naga.sdk._rpc import Rpc
 from naga.tokens import Risk, Token, TokenError, TrustLevel
-from naga.v1 import authz_pb2 as apb
+from naga.v1 import authz_pb2 as zpb
 
 _AUTHZ = "/naga.v1.AuthzService/"
 
@@ -20,10 +20,10 @@ class Issued:
     is for; ``grant`` is what it grants now."""
 
     token: Token
-    grant: apb.TokenGrant
+    grant: zpb.TokenGrant
 
 
-def _issued(method: str, raw: bytes, grant: apb.TokenGrant) -> Issued:
+def _issued(method: str, raw: bytes, grant: zpb.TokenGrant) -> Issued:
     try:
         return Issued(Token.from_bytes(raw), grant)
     except TokenError as exc:
@@ -32,14 +32,14 @@ def _issued(method: str, raw: bytes, grant: apb.TokenGrant) -> Issued:
         ) from None
 
 
-def _risk_level(risk: Risk) -> apb.RiskLevel.ValueType:
+def _risk_level(risk: Risk) -> zpb.RiskLevel.ValueType:
     if not isinstance(risk, Risk):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise errors.InvalidArgument(f"{risk!r} is not a Risk (naga.tokens.Risk.R0 .. R4)")
-    return apb.RiskLevel.ValueType(int(risk) + apb.RISK_LEVEL_R0)
+    return zpb.RiskLevel.ValueType(int(risk) + zpb.RISK_LEVEL_R0)
 
 
 def _narrow(
-    req: apb.MintRequest | apb.SpawnRequest,
+    req: zpb.MintRequest | zpb.SpawnRequest,
     tools: Iterable[str] | None,
     session: str | None,
     ttl_ns: int | None,
@@ -71,7 +71,7 @@ class AuthzCalls(Rpc):
         """Mint a root token for a process of ``role`` (owner only). Trust and
         risk ceilings are required; without ``tools`` any tool, without
         ``budget`` unlimited, without ``ttl_ns`` until revoked."""
-        req = apb.MintRequest(
+        req = zpb.MintRequest(
             role=role,
             trust=trust_level(trust),
             risk=_risk_level(risk),
@@ -80,7 +80,7 @@ class AuthzCalls(Rpc):
         if budget is not None:
             req.budget = budget
         _narrow(req, tools, session, ttl_ns)
-        resp = self._write(_AUTHZ + "Mint", req, apb.MintResponse, timeout)
+        resp = self._write(_AUTHZ + "Mint", req, zpb.MintResponse, timeout)
         return _issued("Mint", resp.token, resp.grant)
 
     def spawn(
@@ -97,13 +97,13 @@ class AuthzCalls(Rpc):
         """A sub-task's token under the one this client presents, strictly
         narrower (INV-3); unset arguments inherit. A widening is refused
         (:class:`~naga.sdk.errors.TokenDenied`, reason WIDENING)."""
-        req = apb.SpawnRequest(budget=budget)
+        req = zpb.SpawnRequest(budget=budget)
         if risk is not None:
             req.risk = _risk_level(risk)
         if trust is not None:
             req.trust = trust_level(trust)
         _narrow(req, tools, session, ttl_ns)
-        resp = self._write(_AUTHZ + "Spawn", req, apb.SpawnResponse, timeout)
+        resp = self._write(_AUTHZ + "Spawn", req, zpb.SpawnResponse, timeout)
         return _issued("Spawn", resp.token, resp.grant)
 
     def revoke(
@@ -113,8 +113,8 @@ class AuthzCalls(Rpc):
         sub-tasks' tokens (owner only). Returns the ledger seq, None if it
         already was revoked."""
         token_id = token.id if isinstance(token, Token) else bytes(token)
-        req = apb.RevokeRequest(token_id=token_id, reason=reason)
-        resp = self._write(_AUTHZ + "Revoke", req, apb.RevokeResponse, timeout)
+        req = zpb.RevokeRequest(token_id=token_id, reason=reason)
+        resp = self._write(_AUTHZ + "Revoke", req, zpb.RevokeResponse, timeout)
         return resp.seq if resp.HasField("seq") else None
 
     def spend(
@@ -125,24 +125,24 @@ class AuthzCalls(Rpc):
         tool: str | None = None,
         what: str = "",
         timeout: float | None = None,
-    ) -> apb.SpendResponse:
+    ) -> zpb.SpendResponse:
         """Debit this client's token (and its ancestors) through the ledger;
         :class:`~naga.sdk.errors.BudgetExhausted` and nothing debited if any
         budget would be overspent."""
-        req = apb.SpendRequest(amount=amount, what=what)
+        req = zpb.SpendRequest(amount=amount, what=what)
         if session is not None:
             req.session = session
         if tool is not None:
             req.tool = tool
-        return self._write(_AUTHZ + "Spend", req, apb.SpendResponse, timeout)
+        return self._write(_AUTHZ + "Spend", req, zpb.SpendResponse, timeout)
 
     def inspect(
         self, token: Token | None = None, *, timeout: float | None = None
-    ) -> apb.InspectResponse:
+    ) -> zpb.InspectResponse:
         """What ``token`` (default: the one this client presents) grants now,
         or why it grants nothing."""
-        req = apb.InspectRequest(token=b"" if token is None else token.to_bytes())
-        return self._read(_AUTHZ + "Inspect", req, apb.InspectResponse, timeout)
+        req = zpb.InspectRequest(token=b"" if token is None else token.to_bytes())
+        return self._read(_AUTHZ + "Inspect", req, zpb.InspectResponse, timeout)
 
 
 __all__ = ["AuthzCalls", "Issued"]

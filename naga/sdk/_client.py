@@ -11,18 +11,41 @@ import base64
 import os
 from collections.abc import Callable
 
+from google.protobuf.message import Message
+
 from naga.constants import RPC_DEADLINE_S
 from naga.sdk._address import CoreAddress, read_credential
+from naga.sdk._approval_calls import ApprovalCalls
 from naga.sdk._authz_calls import AuthzCalls, Issued
+from naga.sdk._console_admin_calls import ConsoleAdminCalls
+from naga.sdk._console_calls import ConsoleCalls
+from naga.sdk._install_calls import InstallCalls
+from naga.sdk._job_calls import JobCalls
 from naga.sdk._kernel_calls import KernelCalls
 from naga.sdk._ledger_calls import LedgerCalls, Subscription
+from naga.sdk._memory_calls import MemoryCalls
 from naga.sdk._plugin_calls import PluginCalls
+from naga.sdk._rpc import Events, M
 from naga.sdk._transport import Transport, unavailable
 from naga.sdk._turn_calls import TurnCalls, TurnEvents
+from naga.sdk._wechat_calls import WechatCalls
 from naga.tokens import CAPABILITY_SCHEME, Token
 
 
-class Client(LedgerCalls, KernelCalls, AuthzCalls, PluginCalls, TurnCalls):
+class Client(
+    LedgerCalls,
+    KernelCalls,
+    AuthzCalls,
+    PluginCalls,
+    TurnCalls,
+    ApprovalCalls,
+    WechatCalls,
+    ConsoleCalls,
+    InstallCalls,
+    JobCalls,
+    MemoryCalls,
+    ConsoleAdminCalls,
+):
     """A connection to one naga-core. Build with :meth:`connect`.
 
     Every method is one RPC with a deadline (``timeout``, default
@@ -71,6 +94,41 @@ class Client(LedgerCalls, KernelCalls, AuthzCalls, PluginCalls, TurnCalls):
         else:
             transport = Transport(address, _fixed(credential))
         return cls(transport, timeout)
+
+    @classmethod
+    def presenting(
+        cls,
+        target: str | os.PathLike[str],
+        authorization: str,
+        *,
+        timeout: float = RPC_DEADLINE_S,
+    ) -> Client:
+        """A client of the core at ``target`` presenting ``authorization``,
+        an ``authorization`` header value as it was handed over (a process
+        the core started gets its token so). Connects at the first call."""
+        return cls(Transport(CoreAddress.resolve(target), lambda: authorization), timeout)
+
+    def call(
+        self,
+        method: str,
+        request: Message,
+        response: type[M],
+        *,
+        read: bool = False,
+        timeout: float | None = None,
+    ) -> M:
+        """One unary call by its full name (``/naga.v1.KernelService/GetTrust``),
+        for a caller that serves the core's calls by name; errors as every
+        call's. ``read``: it changes nothing, so it is retried after
+        UNAVAILABLE."""
+        return self._call(method, request, response, read=read, timeout=timeout)
+
+    def stream(
+        self, method: str, request: Message, response: type[M], *, timeout: float | None = None
+    ) -> Events[M]:
+        """One server-streaming call by its full name; iterate for its
+        messages, ``cancel()`` to end it."""
+        return Events(self._stream(method, request, timeout), response, method)
 
     def with_credential(self, credential: bytes | Token) -> Client:
         """A client sharing this one's connection that presents ``credential``

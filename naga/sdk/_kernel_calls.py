@@ -3,6 +3,8 @@ trust) and of the SupervisorService."""
 
 from __future__ import annotations
 
+import contextlib
+
 from naga.sdk import errors
 from naga.sdk._rpc import Rpc
 from naga.tokens import TrustLevel
@@ -125,13 +127,10 @@ class KernelCalls(Rpc):
     def shutdown(self, reason: str = "", *, timeout: float | None = None) -> None:
         """Ask the core to stop gracefully (returns once it accepted)."""
         req = cpb.ShutdownRequest(reason=reason)
-        try:
+        # The core may cancel this very call as it stops (it began to stop
+        # because of it): that is the answer asked for.
+        with contextlib.suppress(errors.CoreCancelled):
             self._write(_SUPERVISOR + "Shutdown", req, cpb.ShutdownResponse, timeout)
-        except errors.CoreUnavailable as exc:
-            # The core may cancel this very call as it stops (it began to
-            # stop because of it): that is the answer asked for.
-            if exc.code != "CANCELLED":
-                raise
 
     def restart_gateway(
         self, reason: str = "", *, timeout: float | None = None

@@ -9,12 +9,13 @@ from typing import Any
 
 import grpc
 
-from naga.constants import MAX_RPC_RESPONSE_BYTES
+from naga.constants import MAX_RPC_RESPONSE_BYTES, REFUSAL_KEY
 from naga.sdk import errors
 from naga.sdk._address import START_HINT, CoreAddress
 from naga.tokens import REJECT_REASON_KEY, RejectReason
+from naga.v1.status_pb2 import Refusal
 
-_OPTIONS: list[tuple[str, Any]] = [
+OPTIONS: list[tuple[str, Any]] = [
     ("grpc.max_receive_message_length", MAX_RPC_RESPONSE_BYTES),
     # The SDK decides what is retried (reads only), not grpcio.
     ("grpc.enable_retries", 0),
@@ -35,6 +36,7 @@ _BY_CODE: dict[grpc.StatusCode, type[errors.SdkError]] = {
     grpc.StatusCode.FAILED_PRECONDITION: errors.FailedPrecondition,
     grpc.StatusCode.RESOURCE_EXHAUSTED: errors.ResourceExhausted,
     grpc.StatusCode.DEADLINE_EXCEEDED: errors.DeadlineExceeded,
+    grpc.StatusCode.UNIMPLEMENTED: errors.Unimplemented,
 }
 #: The class of a refused token, by the status code its reason maps to.
 _TOKEN_BY_CODE: dict[grpc.StatusCode, type[errors.TokenRefused]] = {
@@ -45,56 +47,82 @@ _TOKEN_BY_CODE: dict[grpc.StatusCode, type[errors.TokenRefused]] = {
 }
 
 
-_PLUGIN_SERVICE = "/naga.v1.PluginService/"
-
-
 def unavailable(
-    address: CoreAddress, why: str = "", *, code: str = "UNAVAILABLE"
+    address: CoreAddress,
+    why: str = "",
+    *,
+    code: str = "UNAVAILABLE",
+    refusal: Refusal.ValueType = Refusal.REFUSAL_UNSPECIFIED,
 ) -> errors.CoreUnavailable:
     detail = f": {why}" if why else ""
     return errors.CoreUnavailable(
         f"naga-core is not running (no answer on {address.socket}{detail})",
         hint=START_HINT,
         code=code,
+        refusal=refusal,
     )
 
 
 def translate(exc: grpc.RpcError, address: CoreAddress, method: str) -> errors.SdkError:
-    """The SDK error for a failed call (the only place RpcError is read)."""
+    """The SDK error for a failed call (the only place RpcError is read):
+    its class by the status code and the core's refusal, never by words."""
     code: grpc.StatusCode = exc.code()  # type: ignore[attr-defined]
     detail: str = exc.details() or ""  # type: ignore[attr-defined]
+    trailers = _trailers(exc)
+    refusal = _refusal(trailers)
+    name = code.name
+    message = f"{method.rsplit('/', 1)[-1]}: {detail} ({name})"
+    if refusal == Refusal.REFUSAL_WORKER_UNAVAILABLE:
+        # The core answered: one of its plugin workers is down, not the core.
+        return errors.PluginUnavailable(message, code=name, detail=detail, refusal=refusal)
     if code is grpc.StatusCode.UNAVAILABLE:
-        if method.startswith(_PLUGIN_SERVICE) and detail.startswith("plugin "):
-            # The core answered: one of its plugin workers is down, not the core.
-            name = method.rsplit("/", 1)[-1]
-            return errors.PluginUnavailable(
-                f"{name}: {detail} (UNAVAILABLE)", code=code.name, detail=detail
-            )
-        return unavailable(address, detail)
+        return unavailable(address, detail, refusal=refusal)
     if code is grpc.StatusCode.CANCELLED:
         # The SDK never cancels a unary call, and a stream it cancelled ends
         # quietly: this is the core cancelling calls it had not started as it
         # stops. Like UNAVAILABLE, a write may or may not have been applied.
-        return unavailable(address, "the core cancelled the call; it is stopping", code="CANCELLED")
-    name = code.name
-    message = f"{method.rsplit('/', 1)[-1]}: {detail} ({name})"
-    reason = _reject_reason(exc)
+        return errors.CoreCancelled(
+            f"naga-core is not running (no answer on {address.socket}: "
+            "the core cancelled the call; it is stopping)",
+            hint=START_HINT,
+            code=name,
+            refusal=refusal,
+        )
+    reason = _reject_reason(trailers)
     token_cls = _TOKEN_BY_CODE.get(code)
     if reason is not None and token_cls is not None:
         return token_cls(message, reason=reason, code=name, detail=detail)
     cls = _BY_CODE.get(code, errors.CoreFailure)
-    return cls(message, code=name, detail=detail)
+    return cls(message, code=name, detail=detail, refusal=refusal)
 
 
-def _reject_reason(exc: grpc.RpcError) -> RejectReason | None:
+def _trailers(exc: grpc.RpcError) -> dict[str, str]:
+    """The string trailers of a failed call: a synchronous call's
+    (``grpc.Call``) or a ``grpc.aio`` one's (``AioRpcError``, not a
+    ``grpc.Call``); both iterate as (key, value) pairs."""
+    read: Any = getattr(exc, "trailing_metadata", None)
+    trailers: Any = read() if callable(read) else None
+    out: dict[str, str] = {}
+    for key, value in trailers or ():
+        if isinstance(key, str) and isinstance(value, str):
+            out[key] = value
+    return out
+
+
+def _refusal(trailers: dict[str, str]) -> Refusal.ValueType:
+    """The refusal the core named (UNSPECIFIED if none, or one this SDK
+    does not know: a newer core's new value)."""
+    try:
+        return Refusal.Value(trailers.get(REFUSAL_KEY, "REFUSAL_UNSPECIFIED"))
+    except ValueError:
+        return Refusal.REFUSAL_UNSPECIFIED
+
+
+def _reject_reason(trailers: dict[str, str]) -> RejectReason | None:
     """The reason the core named in the trailing metadata, if it named one
     this SDK knows (a newer core's new reason falls back to the code)."""
-    trailers = exc.trailing_metadata() if isinstance(exc, grpc.Call) else None
-    for entry in trailers or ():
-        value: object = entry.value
-        if entry.key == REJECT_REASON_KEY and isinstance(value, str):
-            return RejectReason.named(value)
-    return None
+    value = trailers.get(REJECT_REASON_KEY)
+    return RejectReason.named(value) if value is not None else None
 
 
 Metadata = tuple[tuple[str, str], ...]
@@ -117,7 +145,7 @@ class SharedChannel:
             if self._channel is None:
                 if not self.address.socket_exists():
                     raise unavailable(self.address, "no socket")
-                self._channel = grpc.insecure_channel(self.address.target, options=_OPTIONS)
+                self._channel = grpc.insecure_channel(self.address.target, options=OPTIONS)
                 self._generation += 1
             return self._channel, self._generation
 
@@ -227,4 +255,4 @@ class StreamCall:
             yield raw
 
 
-__all__ = ["SharedChannel", "StreamCall", "Transport", "translate", "unavailable"]
+__all__ = ["OPTIONS", "SharedChannel", "StreamCall", "Transport", "translate", "unavailable"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from naga.sdk._rpc import Events, Rpc
 from naga.sdk._transport import StreamCall
-from naga.v1 import agent_pb2 as agpb
+from naga.v1 import agent_pb2 as apb
 from naga.v1 import turn_pb2 as tpb
 
 _TURN = "/naga.v1.TurnService/"
@@ -32,12 +32,23 @@ class TurnCalls(Rpc):
         *,
         peer: str = "",
         timeout: float | None = None,
+        mode: tpb.QueueMode.ValueType = tpb.QUEUE_MODE_UNSPECIFIED,
+        waited_ms: int = 0,
     ) -> TurnEvents:
         """Run one turn; iterate the result for its events (``accepted``
         first, ``final`` or ``error`` last). ``timeout`` bounds the whole
-        stream (None: no bound)."""
+        stream (None: no bound). ``mode``: what to do when the session runs
+        a turn already (unspecified: refuse; followup, collect, interrupt:
+        the core records the message and queues it). ``waited_ms``: how long
+        a channel held the message before this call (the turn's deadline
+        counts from the channel's acceptance)."""
         req = tpb.RunTurnRequest(
-            session=session, text=text, idempotency_key=idempotency_key, peer=peer
+            session=session,
+            text=text,
+            idempotency_key=idempotency_key,
+            peer=peer,
+            mode=mode,
+            waited_ms=waited_ms,
         )
         return TurnEvents(self._stream(_TURN + "Run", req, timeout))
 
@@ -46,9 +57,12 @@ class TurnCalls(Rpc):
         req = tpb.AbortTurnRequest(session=session)
         return self._write(_TURN + "Abort", req, tpb.AbortTurnResponse, timeout).turn_id
 
-    def sessions(self, limit: int = 0, *, timeout: float | None = None) -> list[tpb.SessionSummary]:
-        """The sessions, most recent first (``limit`` 0: the core's default)."""
-        req = tpb.ListSessionsRequest(limit=limit)
+    def sessions(
+        self, limit: int = 0, *, include_archived: bool = False, timeout: float | None = None
+    ) -> list[tpb.SessionSummary]:
+        """The sessions, most recent first (``limit`` 0: the core's default);
+        archived ones only with ``include_archived``."""
+        req = tpb.ListSessionsRequest(limit=limit, include_archived=include_archived)
         answer = self._read(_TURN + "ListSessions", req, tpb.ListSessionsResponse, timeout)
         return list(answer.sessions)
 
@@ -63,16 +77,23 @@ class TurnCalls(Rpc):
     # --- the agent executor's calls ------------------------------------------------
 
     def complete(
-        self, request: agpb.ModelCallRequest, *, timeout: float | None = None
-    ) -> agpb.ModelCallResponse:
+        self, request: apb.ModelCallRequest, *, timeout: float | None = None
+    ) -> apb.ModelCallResponse:
         """One model call through the core (an executor's token)."""
-        return self._write(_MODEL + "Complete", request, agpb.ModelCallResponse, timeout)
+        return self._write(_MODEL + "Complete", request, apb.ModelCallResponse, timeout)
 
     def call_tool(
-        self, request: agpb.ToolCallRequest, *, timeout: float | None = None
-    ) -> agpb.ToolCallResponse:
+        self, request: apb.ToolCallRequest, *, timeout: float | None = None
+    ) -> apb.ToolCallResponse:
         """One tool call through the core (an executor's token)."""
-        return self._write(_TOOL + "Call", request, agpb.ToolCallResponse, timeout)
+        return self._write(_TOOL + "Call", request, apb.ToolCallResponse, timeout)
+
+    def call_step(
+        self, request: apb.ToolStepRequest, *, timeout: float | None = None
+    ) -> apb.ToolStepResponse:
+        """The tool calls of one model step through the core (an executor's
+        token), answered in their order."""
+        return self._write(_TOOL + "CallStep", request, apb.ToolStepResponse, timeout)
 
 
 __all__ = ["TurnCalls", "TurnEvents"]

@@ -3,7 +3,9 @@ the client's boundary; callers never see ``grpc.RpcError``.
 
 ``SdkError`` is the root. Each class corresponds to the status codes named
 in its docstring; ``code`` keeps the gRPC status name and ``detail`` the
-core's message (which names the field and the rule that was broken).
+core's message (which names the field and the rule that was broken), both
+for people; ``refusal`` (a ``naga.v1.Refusal``) says why the core refused,
+for programs: decide on it or on the class, never on ``code`` or the words.
 
 A refused capability token raises a :class:`TokenRefused` carrying the
 core's ``reason`` (a :class:`naga.tokens.RejectReason`); each such class is
@@ -15,15 +17,24 @@ why.
 from __future__ import annotations
 
 from naga.tokens import RejectReason
+from naga.v1.status_pb2 import Refusal
 
 
 class SdkError(Exception):
     """Root of every error the Naga client SDK raises."""
 
-    def __init__(self, message: str, *, code: str = "", detail: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "",
+        detail: str = "",
+        refusal: Refusal.ValueType = Refusal.REFUSAL_UNSPECIFIED,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.detail = detail
+        self.refusal = refusal
 
 
 class CoreUnavailable(SdkError):
@@ -32,9 +43,21 @@ class CoreUnavailable(SdkError):
     A write that fails so may or may not have been applied: read back before
     repeating one that is not idempotent. ``hint`` says how to start it."""
 
-    def __init__(self, message: str, *, hint: str, code: str = "UNAVAILABLE") -> None:
-        super().__init__(f"{message}; {hint}", code=code, detail=message)
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str,
+        code: str = "UNAVAILABLE",
+        refusal: Refusal.ValueType = Refusal.REFUSAL_UNSPECIFIED,
+    ) -> None:
+        super().__init__(f"{message}; {hint}", code=code, detail=message, refusal=refusal)
         self.hint = hint
+
+
+class CoreCancelled(CoreUnavailable):
+    """CANCELLED: the stopping core cancelled a call it had not started (or
+    was answering). Like UNAVAILABLE, a write may or may not have been applied."""
 
 
 class PluginUnavailable(SdkError):
@@ -82,7 +105,7 @@ class TokenRefused(SdkError):
     also the class of the status code the core answered with."""
 
     def __init__(self, message: str, *, reason: RejectReason, code: str, detail: str) -> None:
-        super().__init__(message, code=code, detail=detail)
+        super().__init__(message, code=code, detail=detail, refusal=Refusal.REFUSAL_TOKEN)
         self.reason = reason
 
 
@@ -106,6 +129,10 @@ class BudgetExhausted(ResourceExhausted, TokenRefused):
     ancestor's budget would be overspent; nothing was debited."""
 
 
+class Unimplemented(SdkError):
+    """UNIMPLEMENTED: this core does not serve the method (an older core)."""
+
+
 class DeadlineExceeded(SdkError):
     """DEADLINE_EXCEEDED: no answer within the call's deadline."""
 
@@ -117,6 +144,7 @@ class CoreFailure(SdkError):
 
 __all__ = [
     "BudgetExhausted",
+    "CoreCancelled",
     "CoreFailure",
     "CoreUnavailable",
     "CredentialUnreadable",
@@ -134,4 +162,5 @@ __all__ = [
     "TokenRefused",
     "TokenUnauthenticated",
     "Unauthenticated",
+    "Unimplemented",
 ]

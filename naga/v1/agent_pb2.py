@@ -24,35 +24,40 @@ _sym_db = _symbol_database.Default()
 
 from naga.v1 import model_pb2 as naga_dot_v1_dot_model__pb2
 from naga.v1 import turn_pb2 as naga_dot_v1_dot_turn__pb2
+from naga.v1 import sealed_pb2 as naga_dot_v1_dot_sealed__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13naga/v1/agent.proto\x12\x07naga.v1\x1a\x13naga/v1/model.proto\x1a\x12naga/v1/turn.proto\"l\n\x10ModelCallRequest\x12\x14\n\x07session\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12%\n\x07request\x18\x03 \x01(\x0b\x32\x14.naga.v1.ChatRequestB\n\n\x08_session\"\xb3\x01\n\x11ModelCallResponse\x12\'\n\x08response\x18\x01 \x01(\x0b\x32\x15.naga.v1.ChatResponse\x12\"\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x13.naga.v1.ModelError\x12\x18\n\x10\x62udget_exhausted\x18\x03 \x01(\x08\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x13\n\x0b\x62udget_left\x18\x05 \x01(\x04\x12\x11\n\tunlimited\x18\x06 \x01(\x08\"{\n\x0fToolCallRequest\x12\x14\n\x07session\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x03 \x01(\t\x12\x0c\n\x04tool\x18\x04 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x05 \x01(\tB\n\n\x08_session\"B\n\x10ToolCallResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x13\n\x0bresult_json\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\"\xc4\x01\n\x0b\x45xecutorJob\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12\r\n\x05token\x18\x03 \x01(\x0c\x12\x13\n\x0b\x63ore_socket\x18\x04 \x01(\t\x12&\n\x08messages\x18\x05 \x03(\x0b\x32\x14.naga.v1.ChatMessage\x12 \n\x05tools\x18\x06 \x03(\x0b\x32\x11.naga.v1.ToolSpec\x12\x11\n\tmax_steps\x18\x07 \x01(\r\x12\x12\n\nmax_tokens\x18\x08 \x01(\r\"\xbd\x01\n\x0f\x45xecutorOutcome\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x13\n\x0bmodel_calls\x18\x02 \x01(\r\x12\x12\n\ntool_calls\x18\x03 \x01(\r\x12\x15\n\rprompt_tokens\x18\x04 \x01(\x04\x12\x19\n\x11\x63ompletion_tokens\x18\x05 \x01(\x04\x12*\n\nerror_kind\x18\x06 \x01(\x0e\x32\x16.naga.v1.TurnErrorKind\x12\x15\n\rerror_message\x18\x07 \x01(\t\"\x8e\x01\n\x0eProviderConfig\x12\x10\n\x08provider\x18\x01 \x01(\t\x12\x0b\n\x03\x61pi\x18\x02 \x01(\t\x12\x10\n\x08\x62\x61se_url\x18\x03 \x01(\t\x12\x0f\n\x07\x61pi_key\x18\x04 \x01(\t\x12\r\n\x05model\x18\x05 \x01(\t\x12\x16\n\x0eread_timeout_s\x18\x06 \x01(\x01\x12\x13\n\x0bmax_retries\x18\x07 \x01(\x05\"\\\n\rProviderReply\x12\'\n\x08response\x18\x01 \x01(\x0b\x32\x15.naga.v1.ChatResponse\x12\"\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x13.naga.v1.ModelError\"\x9a\x04\n\nTurnRecord\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12\x0c\n\x04peer\x18\x03 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x04 \x01(\t\x12\x0c\n\x04text\x18\x05 \x01(\t\x12\x14\n\x0crequest_blob\x18\x06 \x01(\x0c\x12\x15\n\rresponse_blob\x18\x07 \x01(\x0c\x12\x0c\n\x04tool\x18\x08 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\t \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\n \x01(\t\x12\n\n\x02ok\x18\x0b \x01(\x08\x12\x13\n\x0bresult_json\x18\x0c \x01(\t\x12\r\n\x05\x65rror\x18\r \x01(\t\x12\x12\n\nstarted_ns\x18\x0e \x01(\x03\x12\x13\n\x0b\x64uration_us\x18\x0f \x01(\x04\x12\x15\n\rprompt_tokens\x18\x10 \x01(\x04\x12\x19\n\x11\x63ompletion_tokens\x18\x11 \x01(\x04\x12*\n\nerror_kind\x18\x12 \x01(\x0e\x32\x16.naga.v1.TurnErrorKind\x12\x15\n\rerror_message\x18\x13 \x01(\t\x12\x13\n\x0bmodel_calls\x18\x14 \x01(\r\x12\x12\n\ntool_calls\x18\x15 \x01(\r\x12\r\n\x05trust\x18\x16 \x01(\t\x12\x14\n\x0crisk_ceiling\x18\x17 \x01(\r\x12\x10\n\x08provider\x18\x18 \x01(\t\x12\x0e\n\x06\x66\x61iled\x18\x19 \x01(\x08\x12\x13\n\x0bmessage_seq\x18\x1a \x01(\x04\x32Q\n\x0cModelService\x12\x41\n\x08\x43omplete\x12\x19.naga.v1.ModelCallRequest\x1a\x1a.naga.v1.ModelCallResponse2J\n\x0bToolService\x12;\n\x04\x43\x61ll\x12\x18.naga.v1.ToolCallRequest\x1a\x19.naga.v1.ToolCallResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13naga/v1/agent.proto\x12\x07naga.v1\x1a\x13naga/v1/model.proto\x1a\x12naga/v1/turn.proto\x1a\x14naga/v1/sealed.proto\"l\n\x10ModelCallRequest\x12\x14\n\x07session\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12%\n\x07request\x18\x03 \x01(\x0b\x32\x14.naga.v1.ChatRequestB\n\n\x08_session\"\xb3\x01\n\x11ModelCallResponse\x12\'\n\x08response\x18\x01 \x01(\x0b\x32\x15.naga.v1.ChatResponse\x12\"\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x13.naga.v1.ModelError\x12\x18\n\x10\x62udget_exhausted\x18\x03 \x01(\x08\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x13\n\x0b\x62udget_left\x18\x05 \x01(\x04\x12\x11\n\tunlimited\x18\x06 \x01(\x08\"{\n\x0fToolCallRequest\x12\x14\n\x07session\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x03 \x01(\t\x12\x0c\n\x04tool\x18\x04 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x05 \x01(\tB\n\n\x08_session\"B\n\x10ToolCallResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x13\n\x0bresult_json\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\"\xc4\x01\n\x0b\x45xecutorJob\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12\r\n\x05token\x18\x03 \x01(\x0c\x12\x13\n\x0b\x63ore_socket\x18\x04 \x01(\t\x12&\n\x08messages\x18\x05 \x03(\x0b\x32\x14.naga.v1.ChatMessage\x12 \n\x05tools\x18\x06 \x03(\x0b\x32\x11.naga.v1.ToolSpec\x12\x11\n\tmax_steps\x18\x07 \x01(\r\x12\x12\n\nmax_tokens\x18\x08 \x01(\r\"\xbd\x01\n\x0f\x45xecutorOutcome\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x13\n\x0bmodel_calls\x18\x02 \x01(\r\x12\x12\n\ntool_calls\x18\x03 \x01(\r\x12\x15\n\rprompt_tokens\x18\x04 \x01(\x04\x12\x19\n\x11\x63ompletion_tokens\x18\x05 \x01(\x04\x12*\n\nerror_kind\x18\x06 \x01(\x0e\x32\x16.naga.v1.TurnErrorKind\x12\x15\n\rerror_message\x18\x07 \x01(\t\"\x8e\x01\n\x0eProviderConfig\x12\x10\n\x08provider\x18\x01 \x01(\t\x12\x0b\n\x03\x61pi\x18\x02 \x01(\t\x12\x10\n\x08\x62\x61se_url\x18\x03 \x01(\t\x12\x0f\n\x07\x61pi_key\x18\x04 \x01(\t\x12\r\n\x05model\x18\x05 \x01(\t\x12\x16\n\x0eread_timeout_s\x18\x06 \x01(\x01\x12\x13\n\x0bmax_retries\x18\x07 \x01(\x05\"\\\n\rProviderReply\x12\'\n\x08response\x18\x01 \x01(\x0b\x32\x15.naga.v1.ChatResponse\x12\"\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x13.naga.v1.ModelError\"\xb8\x05\n\nTurnRecord\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12\x0c\n\x04peer\x18\x03 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x04 \x01(\t\x12\x0c\n\x04text\x18\x05 \x01(\t\x12\x14\n\x0crequest_blob\x18\x06 \x01(\x0c\x12\x15\n\rresponse_blob\x18\x07 \x01(\x0c\x12\x0c\n\x04tool\x18\x08 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\t \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\n \x01(\t\x12\n\n\x02ok\x18\x0b \x01(\x08\x12\x13\n\x0bresult_json\x18\x0c \x01(\t\x12\r\n\x05\x65rror\x18\r \x01(\t\x12\x12\n\nstarted_ns\x18\x0e \x01(\x03\x12\x13\n\x0b\x64uration_us\x18\x0f \x01(\x04\x12\x15\n\rprompt_tokens\x18\x10 \x01(\x04\x12\x19\n\x11\x63ompletion_tokens\x18\x11 \x01(\x04\x12*\n\nerror_kind\x18\x12 \x01(\x0e\x32\x16.naga.v1.TurnErrorKind\x12\x15\n\rerror_message\x18\x13 \x01(\t\x12\x13\n\x0bmodel_calls\x18\x14 \x01(\r\x12\x12\n\ntool_calls\x18\x15 \x01(\r\x12\r\n\x05trust\x18\x16 \x01(\t\x12\x14\n\x0crisk_ceiling\x18\x17 \x01(\r\x12\x10\n\x08provider\x18\x18 \x01(\t\x12\x0e\n\x06\x66\x61iled\x18\x19 \x01(\x08\x12\x13\n\x0bmessage_seq\x18\x1a \x01(\x04\x12\x10\n\x08left_out\x18\x1b \x03(\t\x12\x14\n\x0c\x64ropped_seqs\x18\x1c \x03(\x04\x12\x13\n\x0bresult_blob\x18\x1d \x01(\x0c\x12\x14\n\x0cresult_bytes\x18\x1e \x01(\x04\x12\x12\n\nqueue_mode\x18\x1f \x01(\r\x12\"\n\x06sealed\x18  \x01(\x0b\x32\x12.naga.v1.SealedBox\x12\x11\n\tforgotten\x18! \x01(\x08\"m\n\x0fToolStepRequest\x12\x14\n\x07session\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12\'\n\x05\x63\x61lls\x18\x03 \x03(\x0b\x32\x18.naga.v1.ToolCallRequestB\n\n\x08_session\"R\n\x10ToolStepResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.naga.v1.ToolCallResponse\x12\x12\n\nconcurrent\x18\x02 \x01(\x08\x32Q\n\x0cModelService\x12\x41\n\x08\x43omplete\x12\x19.naga.v1.ModelCallRequest\x1a\x1a.naga.v1.ModelCallResponse2\x8b\x01\n\x0bToolService\x12;\n\x04\x43\x61ll\x12\x18.naga.v1.ToolCallRequest\x1a\x19.naga.v1.ToolCallResponse\x12?\n\x08\x43\x61llStep\x12\x18.naga.v1.ToolStepRequest\x1a\x19.naga.v1.ToolStepResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'naga.v1.agent_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_MODELCALLREQUEST']._serialized_start=73
-  _globals['_MODELCALLREQUEST']._serialized_end=181
-  _globals['_MODELCALLRESPONSE']._serialized_start=184
-  _globals['_MODELCALLRESPONSE']._serialized_end=363
-  _globals['_TOOLCALLREQUEST']._serialized_start=365
-  _globals['_TOOLCALLREQUEST']._serialized_end=488
-  _globals['_TOOLCALLRESPONSE']._serialized_start=490
-  _globals['_TOOLCALLRESPONSE']._serialized_end=556
-  _globals['_EXECUTORJOB']._serialized_start=559
-  _globals['_EXECUTORJOB']._serialized_end=755
-  _globals['_EXECUTOROUTCOME']._serialized_start=758
-  _globals['_EXECUTOROUTCOME']._serialized_end=947
-  _globals['_PROVIDERCONFIG']._serialized_start=950
-  _globals['_PROVIDERCONFIG']._serialized_end=1092
-  _globals['_PROVIDERREPLY']._serialized_start=1094
-  _globals['_PROVIDERREPLY']._serialized_end=1186
-  _globals['_TURNRECORD']._serialized_start=1189
-  _globals['_TURNRECORD']._serialized_end=1727
-  _globals['_MODELSERVICE']._serialized_start=1729
-  _globals['_MODELSERVICE']._serialized_end=1810
-  _globals['_TOOLSERVICE']._serialized_start=1812
-  _globals['_TOOLSERVICE']._serialized_end=1886
+  _globals['_MODELCALLREQUEST']._serialized_start=95
+  _globals['_MODELCALLREQUEST']._serialized_end=203
+  _globals['_MODELCALLRESPONSE']._serialized_start=206
+  _globals['_MODELCALLRESPONSE']._serialized_end=385
+  _globals['_TOOLCALLREQUEST']._serialized_start=387
+  _globals['_TOOLCALLREQUEST']._serialized_end=510
+  _globals['_TOOLCALLRESPONSE']._serialized_start=512
+  _globals['_TOOLCALLRESPONSE']._serialized_end=578
+  _globals['_EXECUTORJOB']._serialized_start=581
+  _globals['_EXECUTORJOB']._serialized_end=777
+  _globals['_EXECUTOROUTCOME']._serialized_start=780
+  _globals['_EXECUTOROUTCOME']._serialized_end=969
+  _globals['_PROVIDERCONFIG']._serialized_start=972
+  _globals['_PROVIDERCONFIG']._serialized_end=1114
+  _globals['_PROVIDERREPLY']._serialized_start=1116
+  _globals['_PROVIDERREPLY']._serialized_end=1208
+  _globals['_TURNRECORD']._serialized_start=1211
+  _globals['_TURNRECORD']._serialized_end=1907
+  _globals['_TOOLSTEPREQUEST']._serialized_start=1909
+  _globals['_TOOLSTEPREQUEST']._serialized_end=2018
+  _globals['_TOOLSTEPRESPONSE']._serialized_start=2020
+  _globals['_TOOLSTEPRESPONSE']._serialized_end=2102
+  _globals['_MODELSERVICE']._serialized_start=2104
+  _globals['_MODELSERVICE']._serialized_end=2185
+  _globals['_TOOLSERVICE']._serialized_start=2188
+  _globals['_TOOLSERVICE']._serialized_end=2327
 # @@protoc_insertion_point(module_scope)

@@ -5,8 +5,8 @@ The agent executor's side of the core (SPEC sections 1 and 4, L1) and the
 messages the core exchanges with its executor and model-provider workers.
 
 An agent executor is a sandboxed process with no network. The core hands
-it one turn at a time (ExecutorJob, over the plugin wire as the argument
-of the tool `executor.turn`, base64 of the serialized message); the
+it one turn at a time (ExecutorJob, over the plugin wire in the payload of
+an Invoke of the tool `executor.turn`, plugin.proto); the
 executor runs the agent loop and reaches the core only over its Unix
 socket, presenting the turn's capability token (role `executor`, bound to
 the turn's session, with the session's budget, tools and risk ceiling):
@@ -27,6 +27,7 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
 from naga.v1 import model_pb2 as _model_pb2
+from naga.v1 import sealed_pb2 as _sealed_pb2
 from naga.v1 import turn_pb2 as _turn_pb2
 import builtins as _builtins
 import sys
@@ -327,8 +328,8 @@ Global___ProviderConfig: _TypeAlias = ProviderConfig  # noqa: Y015
 
 @_typing.final
 class ProviderReply(_message.Message):
-    """The model-provider plugin's answer to `provider.complete` (base64 of
-    this message in the result's "reply").
+    """The model-provider plugin's answer to `provider.complete` (in the
+    payload of its Result, plugin.proto).
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -390,6 +391,13 @@ class TurnRecord(_message.Message):
     PROVIDER_FIELD_NUMBER: _builtins.int
     FAILED_FIELD_NUMBER: _builtins.int
     MESSAGE_SEQ_FIELD_NUMBER: _builtins.int
+    LEFT_OUT_FIELD_NUMBER: _builtins.int
+    DROPPED_SEQS_FIELD_NUMBER: _builtins.int
+    RESULT_BLOB_FIELD_NUMBER: _builtins.int
+    RESULT_BYTES_FIELD_NUMBER: _builtins.int
+    QUEUE_MODE_FIELD_NUMBER: _builtins.int
+    SEALED_FIELD_NUMBER: _builtins.int
+    FORGOTTEN_FIELD_NUMBER: _builtins.int
     session: _builtins.str
     turn_id: _builtins.str
     peer: _builtins.str
@@ -434,6 +442,37 @@ class TurnRecord(_message.Message):
     ModelError); turn.reply/turn.error: the ledger seq of the message.
     """
     message_seq: _builtins.int
+    result_blob: _builtins.bytes
+    """turn.tool: a result larger than the model is shown is stored whole as
+    this blob (also a blob reference of the record); result_json is then
+    what the model saw (the head, its size, how to read on).
+    """
+    result_bytes: _builtins.int
+    queue_mode: _builtins.int
+    """turn.message: its naga.v1.QueueMode when it was queued behind a running
+    turn (0: it ran at once); the next start rebuilds the lanes from it.
+    """
+    forgotten: _builtins.bool
+    """Never written: set by a reader when the subject's key is gone (forgotten);
+    the text fields then hold a "forgotten" marker, not the text.
+    """
+    @_builtins.property
+    def left_out(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """turn.model: what the prompt budget left out of this request, in words
+        (empty: nothing), and the seqs of the history entries it dropped
+        (docs/adr/0010-prompt-budget.md).
+        """
+
+    @_builtins.property
+    def dropped_seqs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def sealed(self) -> _sealed_pb2.SealedBox:
+        """The record's text fields (text, arguments_json, result_json, error,
+        error_message), sealed under its subject's key as a TurnRecord holding
+        only them; they are empty in the clear (docs/adr/0037). Unset: nothing
+        was sealed (the core's own words, a ledger older than sealing).
+        """
+
     def __init__(
         self,
         *,
@@ -463,11 +502,77 @@ class TurnRecord(_message.Message):
         provider: _builtins.str = ...,
         failed: _builtins.bool = ...,
         message_seq: _builtins.int = ...,
+        left_out: _abc.Iterable[_builtins.str] | None = ...,
+        dropped_seqs: _abc.Iterable[_builtins.int] | None = ...,
+        result_blob: _builtins.bytes = ...,
+        result_bytes: _builtins.int = ...,
+        queue_mode: _builtins.int = ...,
+        sealed: _sealed_pb2.SealedBox | None = ...,
+        forgotten: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["sealed", b"sealed"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments_json", b"arguments_json", "call_id", b"call_id", "completion_tokens", b"completion_tokens", "duration_us", b"duration_us", "error", b"error", "error_kind", b"error_kind", "error_message", b"error_message", "failed", b"failed", "idempotency_key", b"idempotency_key", "message_seq", b"message_seq", "model_calls", b"model_calls", "ok", b"ok", "peer", b"peer", "prompt_tokens", b"prompt_tokens", "provider", b"provider", "request_blob", b"request_blob", "response_blob", b"response_blob", "result_json", b"result_json", "risk_ceiling", b"risk_ceiling", "session", b"session", "started_ns", b"started_ns", "text", b"text", "tool", b"tool", "tool_calls", b"tool_calls", "trust", b"trust", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments_json", b"arguments_json", "call_id", b"call_id", "completion_tokens", b"completion_tokens", "dropped_seqs", b"dropped_seqs", "duration_us", b"duration_us", "error", b"error", "error_kind", b"error_kind", "error_message", b"error_message", "failed", b"failed", "forgotten", b"forgotten", "idempotency_key", b"idempotency_key", "left_out", b"left_out", "message_seq", b"message_seq", "model_calls", b"model_calls", "ok", b"ok", "peer", b"peer", "prompt_tokens", b"prompt_tokens", "provider", b"provider", "queue_mode", b"queue_mode", "request_blob", b"request_blob", "response_blob", b"response_blob", "result_blob", b"result_blob", "result_bytes", b"result_bytes", "result_json", b"result_json", "risk_ceiling", b"risk_ceiling", "sealed", b"sealed", "session", b"session", "started_ns", b"started_ns", "text", b"text", "tool", b"tool", "tool_calls", b"tool_calls", "trust", b"trust", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TurnRecord: _TypeAlias = TurnRecord  # noqa: Y015
+
+@_typing.final
+class ToolStepRequest(_message.Message):
+    """ToolService.CallStep: the calls of one model step, in the model's order."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_FIELD_NUMBER: _builtins.int
+    TURN_ID_FIELD_NUMBER: _builtins.int
+    CALLS_FIELD_NUMBER: _builtins.int
+    session: _builtins.str
+    """As ModelCallRequest.session; every call's session and turn_id must be
+    these.
+    """
+    turn_id: _builtins.str
+    @_builtins.property
+    def calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolCallRequest]: ...
+    def __init__(
+        self,
+        *,
+        session: _builtins.str | None = ...,
+        turn_id: _builtins.str = ...,
+        calls: _abc.Iterable[Global___ToolCallRequest] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_session", b"_session", "session", b"session"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_session", b"_session", "calls", b"calls", "session", b"session", "turn_id", b"turn_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__session: _TypeAlias = _typing.Literal["session"]  # noqa: Y015
+    _WhichOneofArgType__session: _TypeAlias = _typing.Literal["_session", b"_session"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__session) -> _WhichOneofReturnType__session | None: ...
+
+Global___ToolStepRequest: _TypeAlias = ToolStepRequest  # noqa: Y015
+
+@_typing.final
+class ToolStepResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    CONCURRENT_FIELD_NUMBER: _builtins.int
+    concurrent: _builtins.bool
+    """True when the calls ran concurrently (all were independent reads)."""
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolCallResponse]:
+        """One answer per call, in the request's order."""
+
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___ToolCallResponse] | None = ...,
+        concurrent: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["concurrent", b"concurrent", "results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolStepResponse: _TypeAlias = ToolStepResponse  # noqa: Y015

@@ -112,6 +112,11 @@ class ToolServiceStub:
                 request_serializer=naga_dot_v1_dot_agent__pb2.ToolCallRequest.SerializeToString,
                 response_deserializer=naga_dot_v1_dot_agent__pb2.ToolCallResponse.FromString,
                 _registered_method=True)
+        self.CallStep = channel.unary_unary(
+                '/naga.v1.ToolService/CallStep',
+                request_serializer=naga_dot_v1_dot_agent__pb2.ToolStepRequest.SerializeToString,
+                response_deserializer=naga_dot_v1_dot_agent__pb2.ToolStepResponse.FromString,
+                _registered_method=True)
 
 
 class ToolServiceServicer:
@@ -124,6 +129,17 @@ class ToolServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CallStep(self, request, context):
+        """The tool calls of one model step, answered in the step's order. When
+        all of them are independent reads (R0 plugin tools that capture no
+        writes and need no approval) the core runs them concurrently and
+        records them in the step's order; otherwise one at a time, in order,
+        each exactly as Call would.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ToolServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -131,6 +147,11 @@ def add_ToolServiceServicer_to_server(servicer, server):
                     servicer.Call,
                     request_deserializer=naga_dot_v1_dot_agent__pb2.ToolCallRequest.FromString,
                     response_serializer=naga_dot_v1_dot_agent__pb2.ToolCallResponse.SerializeToString,
+            ),
+            'CallStep': grpc.unary_unary_rpc_method_handler(
+                    servicer.CallStep,
+                    request_deserializer=naga_dot_v1_dot_agent__pb2.ToolStepRequest.FromString,
+                    response_serializer=naga_dot_v1_dot_agent__pb2.ToolStepResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -160,6 +181,33 @@ class ToolService:
             '/naga.v1.ToolService/Call',
             naga_dot_v1_dot_agent__pb2.ToolCallRequest.SerializeToString,
             naga_dot_v1_dot_agent__pb2.ToolCallResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CallStep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/naga.v1.ToolService/CallStep',
+            naga_dot_v1_dot_agent__pb2.ToolStepRequest.SerializeToString,
+            naga_dot_v1_dot_agent__pb2.ToolStepResponse.FromString,
             options,
             channel_credentials,
             insecure,

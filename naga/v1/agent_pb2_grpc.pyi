@@ -5,8 +5,8 @@ The agent executor's side of the core (SPEC sections 1 and 4, L1) and the
 messages the core exchanges with its executor and model-provider workers.
 
 An agent executor is a sandboxed process with no network. The core hands
-it one turn at a time (ExecutorJob, over the plugin wire as the argument
-of the tool `executor.turn`, base64 of the serialized message); the
+it one turn at a time (ExecutorJob, over the plugin wire in the payload of
+an Invoke of the tool `executor.turn`, plugin.proto); the
 executor runs the agent loop and reaches the core only over its Unix
 socket, presenting the turn's capability token (role `executor`, bound to
 the turn's session, with the session's budget, tools and risk ceiling):
@@ -77,12 +77,26 @@ class ToolServiceStub:
     def __new__(cls, channel: _aio.Channel) -> ToolServiceAsyncStub: ...
     Call: _grpc.UnaryUnaryMultiCallable[_agent_pb2.ToolCallRequest, _agent_pb2.ToolCallResponse]
     """One tool call for the token's session."""
+    CallStep: _grpc.UnaryUnaryMultiCallable[_agent_pb2.ToolStepRequest, _agent_pb2.ToolStepResponse]
+    """The tool calls of one model step, answered in the step's order. When
+    all of them are independent reads (R0 plugin tools that capture no
+    writes and need no approval) the core runs them concurrently and
+    records them in the step's order; otherwise one at a time, in order,
+    each exactly as Call would.
+    """
 
 @_typing.type_check_only
 class ToolServiceAsyncStub(ToolServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     Call: _aio.UnaryUnaryMultiCallable[_agent_pb2.ToolCallRequest, _agent_pb2.ToolCallResponse]  # type: ignore[assignment]
     """One tool call for the token's session."""
+    CallStep: _aio.UnaryUnaryMultiCallable[_agent_pb2.ToolStepRequest, _agent_pb2.ToolStepResponse]  # type: ignore[assignment]
+    """The tool calls of one model step, answered in the step's order. When
+    all of them are independent reads (R0 plugin tools that capture no
+    writes and need no approval) the core runs them concurrently and
+    records them in the step's order; otherwise one at a time, in order,
+    each exactly as Call would.
+    """
 
 class ToolServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -92,5 +106,18 @@ class ToolServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_agent_pb2.ToolCallResponse, _abc.Awaitable[_agent_pb2.ToolCallResponse]]:
         """One tool call for the token's session."""
+
+    @_abc_1.abstractmethod
+    def CallStep(
+        self,
+        request: _agent_pb2.ToolStepRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_agent_pb2.ToolStepResponse, _abc.Awaitable[_agent_pb2.ToolStepResponse]]:
+        """The tool calls of one model step, answered in the step's order. When
+        all of them are independent reads (R0 plugin tools that capture no
+        writes and need no approval) the core runs them concurrently and
+        records them in the step's order; otherwise one at a time, in order,
+        each exactly as Call would.
+        """
 
 def add_ToolServiceServicer_to_server(servicer: ToolServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

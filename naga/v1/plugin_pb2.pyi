@@ -39,6 +39,8 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from naga.v1 import agent_pb2 as _agent_pb2
+from naga.v1 import model_pb2 as _model_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -412,6 +414,8 @@ class Invoke(_message.Message):
     TOOL_FIELD_NUMBER: _builtins.int
     ARGUMENTS_JSON_FIELD_NUMBER: _builtins.int
     DEADLINE_MS_FIELD_NUMBER: _builtins.int
+    EXECUTOR_JOB_FIELD_NUMBER: _builtins.int
+    CHAT_REQUEST_FIELD_NUMBER: _builtins.int
     call_id: _builtins.int
     """Unique per worker among calls in flight; chosen by the core."""
     tool: _builtins.str
@@ -424,6 +428,10 @@ class Invoke(_message.Message):
     """How long the core waits for the answer, milliseconds (for the plugin's
     own timeouts; the core enforces it regardless).
     """
+    @_builtins.property
+    def executor_job(self) -> _agent_pb2.ExecutorJob: ...
+    @_builtins.property
+    def chat_request(self) -> _model_pb2.ChatRequest: ...
     def __init__(
         self,
         *,
@@ -431,12 +439,16 @@ class Invoke(_message.Message):
         tool: _builtins.str = ...,
         arguments_json: _builtins.str = ...,
         deadline_ms: _builtins.int = ...,
+        executor_job: _agent_pb2.ExecutorJob | None = ...,
+        chat_request: _model_pb2.ChatRequest | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["chat_request", b"chat_request", "executor_job", b"executor_job", "payload", b"payload"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments_json", b"arguments_json", "call_id", b"call_id", "deadline_ms", b"deadline_ms", "tool", b"tool"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments_json", b"arguments_json", "call_id", b"call_id", "chat_request", b"chat_request", "deadline_ms", b"deadline_ms", "executor_job", b"executor_job", "payload", b"payload", "tool", b"tool"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType_payload: _TypeAlias = _typing.Literal["executor_job", "chat_request"]  # noqa: Y015
+    _WhichOneofArgType_payload: _TypeAlias = _typing.Literal["payload", b"payload"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_payload) -> _WhichOneofReturnType_payload | None: ...
 
 Global___Invoke: _TypeAlias = Invoke  # noqa: Y015
 
@@ -448,20 +460,32 @@ class Result(_message.Message):
 
     CALL_ID_FIELD_NUMBER: _builtins.int
     RESULT_JSON_FIELD_NUMBER: _builtins.int
+    EXECUTOR_OUTCOME_FIELD_NUMBER: _builtins.int
+    PROVIDER_REPLY_FIELD_NUMBER: _builtins.int
     call_id: _builtins.int
     result_json: _builtins.str
-    """Any JSON value; must parse, and fit in a frame."""
+    """Any JSON value; must parse, and fit in a frame. Empty when a payload
+    below answers a typed Invoke.
+    """
+    @_builtins.property
+    def executor_outcome(self) -> _agent_pb2.ExecutorOutcome: ...
+    @_builtins.property
+    def provider_reply(self) -> _agent_pb2.ProviderReply: ...
     def __init__(
         self,
         *,
         call_id: _builtins.int = ...,
         result_json: _builtins.str = ...,
+        executor_outcome: _agent_pb2.ExecutorOutcome | None = ...,
+        provider_reply: _agent_pb2.ProviderReply | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["executor_outcome", b"executor_outcome", "payload", b"payload", "provider_reply", b"provider_reply"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["call_id", b"call_id", "result_json", b"result_json"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["call_id", b"call_id", "executor_outcome", b"executor_outcome", "payload", b"payload", "provider_reply", b"provider_reply", "result_json", b"result_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType_payload: _TypeAlias = _typing.Literal["executor_outcome", "provider_reply"]  # noqa: Y015
+    _WhichOneofArgType_payload: _TypeAlias = _typing.Literal["payload", b"payload"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_payload) -> _WhichOneofReturnType_payload | None: ...
 
 Global___Result: _TypeAlias = Result  # noqa: Y015
 
@@ -599,28 +623,55 @@ class CoreToPlugin(_message.Message):
     INVOKE_FIELD_NUMBER: _builtins.int
     PING_FIELD_NUMBER: _builtins.int
     SHUTDOWN_FIELD_NUMBER: _builtins.int
+    RENEWAL_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def invoke(self) -> Global___Invoke: ...
     @_builtins.property
     def ping(self) -> Global___Ping: ...
     @_builtins.property
     def shutdown(self) -> Global___Shutdown: ...
+    @_builtins.property
+    def renewal(self) -> Global___TokenRenewal: ...
     def __init__(
         self,
         *,
         invoke: Global___Invoke | None = ...,
         ping: Global___Ping | None = ...,
         shutdown: Global___Shutdown | None = ...,
+        renewal: Global___TokenRenewal | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["frame", b"frame", "invoke", b"invoke", "ping", b"ping", "shutdown", b"shutdown"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["frame", b"frame", "invoke", b"invoke", "ping", b"ping", "renewal", b"renewal", "shutdown", b"shutdown"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["frame", b"frame", "invoke", b"invoke", "ping", b"ping", "shutdown", b"shutdown"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["frame", b"frame", "invoke", b"invoke", "ping", b"ping", "renewal", b"renewal", "shutdown", b"shutdown"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_frame: _TypeAlias = _typing.Literal["invoke", "ping", "shutdown"]  # noqa: Y015
+    _WhichOneofReturnType_frame: _TypeAlias = _typing.Literal["invoke", "ping", "shutdown", "renewal"]  # noqa: Y015
     _WhichOneofArgType_frame: _TypeAlias = _typing.Literal["frame", b"frame"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_frame) -> _WhichOneofReturnType_frame | None: ...
 
 Global___CoreToPlugin: _TypeAlias = CoreToPlugin  # noqa: Y015
+
+@_typing.final
+class TokenRenewal(_message.Message):
+    """A fresh capability token for the worker, sent before the one it holds
+    expires (worker tokens expire, and are revoked when the worker ends).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOKEN_FIELD_NUMBER: _builtins.int
+    token: _builtins.bytes
+    def __init__(
+        self,
+        *,
+        token: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["token", b"token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TokenRenewal: _TypeAlias = TokenRenewal  # noqa: Y015
 
 @_typing.final
 class PluginToCore(_message.Message):

@@ -25,39 +25,39 @@ _sym_db = _symbol_database.Default()
 from naga.v1 import plugin_pb2 as naga_dot_v1_dot_plugin__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cnaga/v1/plugin_service.proto\x12\x07naga.v1\x1a\x14naga/v1/plugin.proto\"P\n\nPluginTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1f\n\x04risk\x18\x02 \x01(\x0e\x32\x11.naga.v1.ToolRisk\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\"\xa5\x02\n\nPluginInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x10\n\x08versions\x18\x03 \x03(\t\x12!\n\x04kind\x18\x04 \x01(\x0e\x32\x13.naga.v1.PluginKind\x12\x0f\n\x07\x65nabled\x18\x05 \x01(\x08\x12#\n\x05state\x18\x06 \x01(\x0e\x32\x14.naga.v1.PluginState\x12\x0b\n\x03pid\x18\x07 \x01(\r\x12\x10\n\x08restarts\x18\x08 \x01(\r\x12\x14\n\x0clast_failure\x18\t \x01(\t\x12\x11\n\tdirectory\x18\n \x01(\t\x12\x0f\n\x07shipped\x18\x0b \x01(\x08\x12\"\n\x05tools\x18\x0c \x03(\x0b\x32\x13.naga.v1.PluginTool\x12\x10\n\x08problems\x18\r \x03(\t\"\x14\n\x12ListPluginsRequest\";\n\x13ListPluginsResponse\x12$\n\x07plugins\x18\x01 \x03(\x0b\x32\x13.naga.v1.PluginInfo\"4\n\x13\x45nablePluginRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07wait_ms\x18\x02 \x01(\r\"L\n\x14\x45nablePluginResponse\x12#\n\x06plugin\x18\x01 \x01(\x0b\x32\x13.naga.v1.PluginInfo\x12\x0f\n\x07\x63hanged\x18\x02 \x01(\x08\"$\n\x14\x44isablePluginRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"M\n\x15\x44isablePluginResponse\x12#\n\x06plugin\x18\x01 \x01(\x0b\x32\x13.naga.v1.PluginInfo\x12\x0f\n\x07\x63hanged\x18\x02 \x01(\x08\"F\n\x14ReplacePluginRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x0f\n\x07wait_ms\x18\x03 \x01(\r\"V\n\x15ReplacePluginResponse\x12#\n\x06plugin\x18\x01 \x01(\x0b\x32\x13.naga.v1.PluginInfo\x12\x18\n\x10previous_version\x18\x02 \x01(\t\"]\n\x11InvokeToolRequest\x12\x0e\n\x06plugin\x18\x01 \x01(\t\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x03 \x01(\t\x12\x12\n\ntimeout_ms\x18\x04 \x01(\r\"6\n\x12InvokeToolResponse\x12\x13\n\x0bresult_json\x18\x01 \x01(\t\x12\x0b\n\x03pid\x18\x02 \x01(\r*\xae\x01\n\x0bPluginState\x12\x1c\n\x18PLUGIN_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15PLUGIN_STATE_DISABLED\x10\x01\x12\x19\n\x15PLUGIN_STATE_STARTING\x10\x02\x12\x18\n\x14PLUGIN_STATE_RUNNING\x10\x03\x12\x17\n\x13PLUGIN_STATE_FAILED\x10\x04\x12\x18\n\x14PLUGIN_STATE_PENDING\x10\x05\x32\xf0\x02\n\rPluginService\x12\x41\n\x04List\x12\x1b.naga.v1.ListPluginsRequest\x1a\x1c.naga.v1.ListPluginsResponse\x12\x45\n\x06\x45nable\x12\x1c.naga.v1.EnablePluginRequest\x1a\x1d.naga.v1.EnablePluginResponse\x12H\n\x07\x44isable\x12\x1d.naga.v1.DisablePluginRequest\x1a\x1e.naga.v1.DisablePluginResponse\x12H\n\x07Replace\x12\x1d.naga.v1.ReplacePluginRequest\x1a\x1e.naga.v1.ReplacePluginResponse\x12\x41\n\x06Invoke\x12\x1a.naga.v1.InvokeToolRequest\x1a\x1b.naga.v1.InvokeToolResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cnaga/v1/plugin_service.proto\x12\x07naga.v1\x1a\x14naga/v1/plugin.proto\"P\n\nPluginTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1f\n\x04risk\x18\x02 \x01(\x0e\x32\x11.naga.v1.ToolRisk\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\"\xcb\x02\n\nPluginInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x10\n\x08versions\x18\x03 \x03(\t\x12!\n\x04kind\x18\x04 \x01(\x0e\x32\x13.naga.v1.PluginKind\x12\x0f\n\x07\x65nabled\x18\x05 \x01(\x08\x12#\n\x05state\x18\x06 \x01(\x0e\x32\x14.naga.v1.PluginState\x12\x0b\n\x03pid\x18\x07 \x01(\r\x12\x10\n\x08restarts\x18\x08 \x01(\r\x12\x14\n\x0clast_failure\x18\t \x01(\t\x12\x11\n\tdirectory\x18\n \x01(\t\x12\x0f\n\x07shipped\x18\x0b \x01(\x08\x12\"\n\x05tools\x18\x0c \x03(\x0b\x32\x13.naga.v1.PluginTool\x12\x10\n\x08problems\x18\r \x03(\t\x12\x0e\n\x06\x65gress\x18\x0e \x03(\t\x12\x14\n\x0c\x63\x61pabilities\x18\x0f \x03(\t\"\x14\n\x12ListPluginsRequest\";\n\x13ListPluginsResponse\x12$\n\x07plugins\x18\x01 \x03(\x0b\x32\x13.naga.v1.PluginInfo\"4\n\x13\x45nablePluginRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07wait_ms\x18\x02 \x01(\r\"L\n\x14\x45nablePluginResponse\x12#\n\x06plugin\x18\x01 \x01(\x0b\x32\x13.naga.v1.PluginInfo\x12\x0f\n\x07\x63hanged\x18\x02 \x01(\x08\"$\n\x14\x44isablePluginRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"M\n\x15\x44isablePluginResponse\x12#\n\x06plugin\x18\x01 \x01(\x0b\x32\x13.naga.v1.PluginInfo\x12\x0f\n\x07\x63hanged\x18\x02 \x01(\x08\"F\n\x14ReplacePluginRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x0f\n\x07wait_ms\x18\x03 \x01(\r\"V\n\x15ReplacePluginResponse\x12#\n\x06plugin\x18\x01 \x01(\x0b\x32\x13.naga.v1.PluginInfo\x12\x18\n\x10previous_version\x18\x02 \x01(\t\"]\n\x11InvokeToolRequest\x12\x0e\n\x06plugin\x18\x01 \x01(\t\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x03 \x01(\t\x12\x12\n\ntimeout_ms\x18\x04 \x01(\r\"6\n\x12InvokeToolResponse\x12\x13\n\x0bresult_json\x18\x01 \x01(\t\x12\x0b\n\x03pid\x18\x02 \x01(\r*\xae\x01\n\x0bPluginState\x12\x1c\n\x18PLUGIN_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15PLUGIN_STATE_DISABLED\x10\x01\x12\x19\n\x15PLUGIN_STATE_STARTING\x10\x02\x12\x18\n\x14PLUGIN_STATE_RUNNING\x10\x03\x12\x17\n\x13PLUGIN_STATE_FAILED\x10\x04\x12\x18\n\x14PLUGIN_STATE_PENDING\x10\x05\x32\xf0\x02\n\rPluginService\x12\x41\n\x04List\x12\x1b.naga.v1.ListPluginsRequest\x1a\x1c.naga.v1.ListPluginsResponse\x12\x45\n\x06\x45nable\x12\x1c.naga.v1.EnablePluginRequest\x1a\x1d.naga.v1.EnablePluginResponse\x12H\n\x07\x44isable\x12\x1d.naga.v1.DisablePluginRequest\x1a\x1e.naga.v1.DisablePluginResponse\x12H\n\x07Replace\x12\x1d.naga.v1.ReplacePluginRequest\x1a\x1e.naga.v1.ReplacePluginResponse\x12\x41\n\x06Invoke\x12\x1a.naga.v1.InvokeToolRequest\x1a\x1b.naga.v1.InvokeToolResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'naga.v1.plugin_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PLUGINSTATE']._serialized_start=1085
-  _globals['_PLUGINSTATE']._serialized_end=1259
+  _globals['_PLUGINSTATE']._serialized_start=1123
+  _globals['_PLUGINSTATE']._serialized_end=1297
   _globals['_PLUGINTOOL']._serialized_start=63
   _globals['_PLUGINTOOL']._serialized_end=143
   _globals['_PLUGININFO']._serialized_start=146
-  _globals['_PLUGININFO']._serialized_end=439
-  _globals['_LISTPLUGINSREQUEST']._serialized_start=441
-  _globals['_LISTPLUGINSREQUEST']._serialized_end=461
-  _globals['_LISTPLUGINSRESPONSE']._serialized_start=463
-  _globals['_LISTPLUGINSRESPONSE']._serialized_end=522
-  _globals['_ENABLEPLUGINREQUEST']._serialized_start=524
-  _globals['_ENABLEPLUGINREQUEST']._serialized_end=576
-  _globals['_ENABLEPLUGINRESPONSE']._serialized_start=578
-  _globals['_ENABLEPLUGINRESPONSE']._serialized_end=654
-  _globals['_DISABLEPLUGINREQUEST']._serialized_start=656
-  _globals['_DISABLEPLUGINREQUEST']._serialized_end=692
-  _globals['_DISABLEPLUGINRESPONSE']._serialized_start=694
-  _globals['_DISABLEPLUGINRESPONSE']._serialized_end=771
-  _globals['_REPLACEPLUGINREQUEST']._serialized_start=773
-  _globals['_REPLACEPLUGINREQUEST']._serialized_end=843
-  _globals['_REPLACEPLUGINRESPONSE']._serialized_start=845
-  _globals['_REPLACEPLUGINRESPONSE']._serialized_end=931
-  _globals['_INVOKETOOLREQUEST']._serialized_start=933
-  _globals['_INVOKETOOLREQUEST']._serialized_end=1026
-  _globals['_INVOKETOOLRESPONSE']._serialized_start=1028
-  _globals['_INVOKETOOLRESPONSE']._serialized_end=1082
-  _globals['_PLUGINSERVICE']._serialized_start=1262
-  _globals['_PLUGINSERVICE']._serialized_end=1630
+  _globals['_PLUGININFO']._serialized_end=477
+  _globals['_LISTPLUGINSREQUEST']._serialized_start=479
+  _globals['_LISTPLUGINSREQUEST']._serialized_end=499
+  _globals['_LISTPLUGINSRESPONSE']._serialized_start=501
+  _globals['_LISTPLUGINSRESPONSE']._serialized_end=560
+  _globals['_ENABLEPLUGINREQUEST']._serialized_start=562
+  _globals['_ENABLEPLUGINREQUEST']._serialized_end=614
+  _globals['_ENABLEPLUGINRESPONSE']._serialized_start=616
+  _globals['_ENABLEPLUGINRESPONSE']._serialized_end=692
+  _globals['_DISABLEPLUGINREQUEST']._serialized_start=694
+  _globals['_DISABLEPLUGINREQUEST']._serialized_end=730
+  _globals['_DISABLEPLUGINRESPONSE']._serialized_start=732
+  _globals['_DISABLEPLUGINRESPONSE']._serialized_end=809
+  _globals['_REPLACEPLUGINREQUEST']._serialized_start=811
+  _globals['_REPLACEPLUGINREQUEST']._serialized_end=881
+  _globals['_REPLACEPLUGINRESPONSE']._serialized_start=883
+  _globals['_REPLACEPLUGINRESPONSE']._serialized_end=969
+  _globals['_INVOKETOOLREQUEST']._serialized_start=971
+  _globals['_INVOKETOOLREQUEST']._serialized_end=1064
+  _globals['_INVOKETOOLRESPONSE']._serialized_start=1066
+  _globals['_INVOKETOOLRESPONSE']._serialized_end=1120
+  _globals['_PLUGINSERVICE']._serialized_start=1300
+  _globals['_PLUGINSERVICE']._serialized_end=1668
 # @@protoc_insertion_point(module_scope)

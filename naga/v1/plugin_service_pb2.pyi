@@ -121,6 +121,8 @@ class PluginInfo(_message.Message):
     SHIPPED_FIELD_NUMBER: _builtins.int
     TOOLS_FIELD_NUMBER: _builtins.int
     PROBLEMS_FIELD_NUMBER: _builtins.int
+    EGRESS_FIELD_NUMBER: _builtins.int
+    CAPABILITIES_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     version: _builtins.str
     """The version selected (the one that runs when enabled)."""
@@ -149,6 +151,14 @@ class PluginInfo(_message.Message):
     def problems(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Manifests found for this name that did not validate: "path: reason"."""
 
+    @_builtins.property
+    def egress(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """What its manifest asks: egress destinations ("host:port") and
+        capabilities (core, egress_proxy, ...).
+        """
+
+    @_builtins.property
+    def capabilities(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -165,10 +175,12 @@ class PluginInfo(_message.Message):
         shipped: _builtins.bool = ...,
         tools: _abc.Iterable[Global___PluginTool] | None = ...,
         problems: _abc.Iterable[_builtins.str] | None = ...,
+        egress: _abc.Iterable[_builtins.str] | None = ...,
+        capabilities: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["directory", b"directory", "enabled", b"enabled", "kind", b"kind", "last_failure", b"last_failure", "name", b"name", "pid", b"pid", "problems", b"problems", "restarts", b"restarts", "shipped", b"shipped", "state", b"state", "tools", b"tools", "version", b"version", "versions", b"versions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capabilities", b"capabilities", "directory", b"directory", "egress", b"egress", "enabled", b"enabled", "kind", b"kind", "last_failure", b"last_failure", "name", b"name", "pid", b"pid", "problems", b"problems", "restarts", b"restarts", "shipped", b"shipped", "state", b"state", "tools", b"tools", "version", b"version", "versions", b"versions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

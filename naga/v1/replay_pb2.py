@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14naga/v1/replay.proto\x12\x07naga.v1\"\xcb\x01\n\x0cReplayBundle\x12\x0f\n\x07session\x18\x01 \x01(\t\x12&\n\x07records\x18\x02 \x03(\x0b\x32\x15.naga.v1.BundleRecord\x12\"\n\x05\x62lobs\x18\x03 \x03(\x0b\x32\x13.naga.v1.BundleBlob\x12\x12\n\ncheckpoint\x18\x04 \x01(\t\x12\x0c\n\x04vkey\x18\x05 \x01(\t\x12\x11\n\ttree_size\x18\x06 \x01(\x04\x12\x13\n\x0b\x65xported_ns\x18\x07 \x01(\x03\x12\x14\n\x0cnaga_version\x18\x08 \x01(\t\"Y\n\x0c\x42undleRecord\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x11\n\tleaf_hash\x18\x04 \x01(\x0c\x12\r\n\x05proof\x18\x05 \x03(\x0c\"*\n\nBundleBlob\x12\x0e\n\x06\x64igest\x18\x01 \x01(\x0c\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14naga/v1/replay.proto\x12\x07naga.v1\"\xed\x01\n\x0cReplayBundle\x12\x0f\n\x07session\x18\x01 \x01(\t\x12&\n\x07records\x18\x02 \x03(\x0b\x32\x15.naga.v1.BundleRecord\x12\"\n\x05\x62lobs\x18\x03 \x03(\x0b\x32\x13.naga.v1.BundleBlob\x12\x12\n\ncheckpoint\x18\x04 \x01(\t\x12\x0c\n\x04vkey\x18\x05 \x01(\t\x12\x11\n\ttree_size\x18\x06 \x01(\x04\x12\x13\n\x0b\x65xported_ns\x18\x07 \x01(\x03\x12\x14\n\x0cnaga_version\x18\x08 \x01(\t\x12 \n\x04keys\x18\t \x03(\x0b\x32\x12.naga.v1.BundleKey\"2\n\tBundleKey\x12\x13\n\x0bwrapped_key\x18\x01 \x01(\x0c\x12\x10\n\x08\x64\x61ta_key\x18\x02 \x01(\x0c\"Y\n\x0c\x42undleRecord\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x11\n\tleaf_hash\x18\x04 \x01(\x0c\x12\r\n\x05proof\x18\x05 \x03(\x0c\"*\n\nBundleBlob\x12\x0e\n\x06\x64igest\x18\x01 \x01(\x0c\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,9 +32,11 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'naga.v1.replay_pb2', _globa
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_REPLAYBUNDLE']._serialized_start=34
-  _globals['_REPLAYBUNDLE']._serialized_end=237
-  _globals['_BUNDLERECORD']._serialized_start=239
-  _globals['_BUNDLERECORD']._serialized_end=328
-  _globals['_BUNDLEBLOB']._serialized_start=330
-  _globals['_BUNDLEBLOB']._serialized_end=372
+  _globals['_REPLAYBUNDLE']._serialized_end=271
+  _globals['_BUNDLEKEY']._serialized_start=273
+  _globals['_BUNDLEKEY']._serialized_end=323
+  _globals['_BUNDLERECORD']._serialized_start=325
+  _globals['_BUNDLERECORD']._serialized_end=414
+  _globals['_BUNDLEBLOB']._serialized_start=416
+  _globals['_BUNDLEBLOB']._serialized_end=458
 # @@protoc_insertion_point(module_scope)

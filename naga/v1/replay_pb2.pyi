@@ -41,6 +41,7 @@ class ReplayBundle(_message.Message):
     TREE_SIZE_FIELD_NUMBER: _builtins.int
     EXPORTED_NS_FIELD_NUMBER: _builtins.int
     NAGA_VERSION_FIELD_NUMBER: _builtins.int
+    KEYS_FIELD_NUMBER: _builtins.int
     session: _builtins.str
     """The session whose turn.* records these are."""
     checkpoint: _builtins.str
@@ -61,6 +62,14 @@ class ReplayBundle(_message.Message):
     def blobs(self) -> _containers.RepeatedCompositeFieldContainer[Global___BundleBlob]:
         """Every blob a record names, once each."""
 
+    @_builtins.property
+    def keys(self) -> _containers.RepeatedCompositeFieldContainer[Global___BundleKey]:
+        """The data keys of the records' and blobs' sealed boxes (proto/naga/v1/
+        sealed.proto): the records and blobs stay as stored (their hashes and
+        proofs hold), and a replay opens them with these, needing no subject
+        key. A box of a forgotten subject has none: it cannot be replayed.
+        """
+
     def __init__(
         self,
         *,
@@ -72,14 +81,38 @@ class ReplayBundle(_message.Message):
         tree_size: _builtins.int = ...,
         exported_ns: _builtins.int = ...,
         naga_version: _builtins.str = ...,
+        keys: _abc.Iterable[Global___BundleKey] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["blobs", b"blobs", "checkpoint", b"checkpoint", "exported_ns", b"exported_ns", "naga_version", b"naga_version", "records", b"records", "session", b"session", "tree_size", b"tree_size", "vkey", b"vkey"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blobs", b"blobs", "checkpoint", b"checkpoint", "exported_ns", b"exported_ns", "keys", b"keys", "naga_version", b"naga_version", "records", b"records", "session", b"session", "tree_size", b"tree_size", "vkey", b"vkey"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReplayBundle: _TypeAlias = ReplayBundle  # noqa: Y015
+
+@_typing.final
+class BundleKey(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WRAPPED_KEY_FIELD_NUMBER: _builtins.int
+    DATA_KEY_FIELD_NUMBER: _builtins.int
+    wrapped_key: _builtins.bytes
+    """The box's data key as wrapped in it (unique per box)."""
+    data_key: _builtins.bytes
+    def __init__(
+        self,
+        *,
+        wrapped_key: _builtins.bytes = ...,
+        data_key: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data_key", b"data_key", "wrapped_key", b"wrapped_key"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BundleKey: _TypeAlias = BundleKey  # noqa: Y015
 
 @_typing.final
 class BundleRecord(_message.Message):

@@ -24,43 +24,47 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15naga/v1/sandbox.proto\x12\x07naga.v1\"6\n\x06Rlimit\x12\x10\n\x08resource\x18\x01 \x01(\x05\x12\x0c\n\x04soft\x18\x02 \x01(\x04\x12\x0c\n\x04hard\x18\x03 \x01(\x04\",\n\x0cLandlockPath\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06\x61\x63\x63\x65ss\x18\x02 \x01(\x04\"*\n\x08ViewPath\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x10\n\x08writable\x18\x02 \x01(\x08\"?\n\x0e\x46ilesystemView\x12 \n\x05paths\x18\x01 \x03(\x0b\x32\x11.naga.v1.ViewPath\x12\x0b\n\x03\x63wd\x18\x02 \x01(\t\"\x98\x01\n\x0cLandlockSpec\x12\x12\n\nhandled_fs\x18\x01 \x01(\x04\x12\x13\n\x0bhandled_net\x18\x02 \x01(\x04\x12\x0e\n\x06scoped\x18\x03 \x01(\x04\x12$\n\x05paths\x18\x04 \x03(\x0b\x32\x15.naga.v1.LandlockPath\x12\x12\n\nbind_ports\x18\x05 \x03(\r\x12\x15\n\rconnect_ports\x18\x06 \x03(\r\"n\n\nSeccompArg\x12\r\n\x05index\x18\x01 \x01(\r\x12#\n\x02op\x18\x02 \x01(\x0e\x32\x17.naga.v1.SeccompCompare\x12\r\n\x05value\x18\x03 \x01(\x04\x12\x0c\n\x04mask\x18\x04 \x01(\x04\x12\x0f\n\x07own_pid\x18\x05 \x01(\x08\"x\n\x0bSeccompRule\x12\x0f\n\x07syscall\x18\x01 \x01(\t\x12&\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32\x16.naga.v1.SeccompAction\x12\r\n\x05\x65rrno\x18\x03 \x01(\r\x12!\n\x04\x61rgs\x18\x04 \x03(\x0b\x32\x13.naga.v1.SeccompArg\"X\n\x0bSeccompSpec\x12\x15\n\rdefault_errno\x18\x01 \x01(\r\x12#\n\x05rules\x18\x02 \x03(\x0b\x32\x14.naga.v1.SeccompRule\x12\r\n\x05tsync\x18\x03 \x01(\x08\"\x8a\x02\n\x0bSandboxSpec\x12 \n\x07rlimits\x18\x01 \x03(\x0b\x32\x0f.naga.v1.Rlimit\x12\x14\n\x0cunshare_user\x18\x02 \x01(\x08\x12\x13\n\x0bunshare_net\x18\x03 \x01(\x08\x12%\n\x04view\x18\t \x01(\x0b\x32\x17.naga.v1.FilesystemView\x12\x19\n\x11\x64rop_capabilities\x18\x04 \x01(\x08\x12\'\n\x08landlock\x18\x05 \x01(\x0b\x32\x15.naga.v1.LandlockSpec\x12%\n\x07seccomp\x18\x06 \x01(\x0b\x32\x14.naga.v1.SeccompSpec\x12\x0e\n\x06target\x18\x07 \x01(\t\x12\x0c\n\x04\x61rgs\x18\x08 \x03(\t\"H\n\x0bLayerTiming\x12$\n\x05layer\x18\x01 \x01(\x0e\x32\x15.naga.v1.SandboxLayer\x12\x13\n\x0bnanoseconds\x18\x02 \x01(\x04\"3\n\nSetupReady\x12%\n\x07timings\x18\x01 \x03(\x0b\x32\x14.naga.v1.LayerTiming\"S\n\x0cSetupFailure\x12$\n\x05layer\x18\x01 \x01(\x0e\x32\x15.naga.v1.SandboxLayer\x12\r\n\x05\x65rrno\x18\x02 \x01(\x05\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\"h\n\x0bSetupReport\x12$\n\x05ready\x18\x01 \x01(\x0b\x32\x13.naga.v1.SetupReadyH\x00\x12(\n\x07\x66\x61ilure\x18\x02 \x01(\x0b\x32\x15.naga.v1.SetupFailureH\x00\x42\t\n\x07outcome*\xa5\x03\n\x0cSandboxLayer\x12\x1d\n\x19SANDBOX_LAYER_UNSPECIFIED\x10\x00\x12\x19\n\x15SANDBOX_LAYER_RLIMITS\x10\x01\x12\x1e\n\x1aSANDBOX_LAYER_NO_NEW_PRIVS\x10\x02\x12 \n\x1cSANDBOX_LAYER_USER_NAMESPACE\x10\x03\x12\x1f\n\x1bSANDBOX_LAYER_NET_NAMESPACE\x10\x04\x12\x1e\n\x1aSANDBOX_LAYER_CAPABILITIES\x10\x05\x12\x1d\n\x19SANDBOX_LAYER_LANDLOCK_FS\x10\x06\x12\x1e\n\x1aSANDBOX_LAYER_LANDLOCK_NET\x10\x07\x12 \n\x1cSANDBOX_LAYER_LANDLOCK_SCOPE\x10\x08\x12\x18\n\x14SANDBOX_LAYER_TARGET\x10\t\x12\x19\n\x15SANDBOX_LAYER_SECCOMP\x10\n\x12\x1f\n\x1bSANDBOX_LAYER_SECCOMP_TSYNC\x10\x0b\x12!\n\x1dSANDBOX_LAYER_MOUNT_NAMESPACE\x10\x0c*\x84\x01\n\rSeccompAction\x12\x1e\n\x1aSECCOMP_ACTION_UNSPECIFIED\x10\x00\x12\x18\n\x14SECCOMP_ACTION_ALLOW\x10\x01\x12\x18\n\x14SECCOMP_ACTION_ERRNO\x10\x02\x12\x1f\n\x1bSECCOMP_ACTION_KILL_PROCESS\x10\x03*\x80\x01\n\x0eSeccompCompare\x12\x1f\n\x1bSECCOMP_COMPARE_UNSPECIFIED\x10\x00\x12\x16\n\x12SECCOMP_COMPARE_EQ\x10\x01\x12\x16\n\x12SECCOMP_COMPARE_NE\x10\x02\x12\x1d\n\x19SECCOMP_COMPARE_MASKED_EQ\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15naga/v1/sandbox.proto\x12\x07naga.v1\"6\n\x06Rlimit\x12\x10\n\x08resource\x18\x01 \x01(\x05\x12\x0c\n\x04soft\x18\x02 \x01(\x04\x12\x0c\n\x04hard\x18\x03 \x01(\x04\",\n\x0cLandlockPath\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06\x61\x63\x63\x65ss\x18\x02 \x01(\x04\"*\n\x08ViewPath\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x10\n\x08writable\x18\x02 \x01(\x08\"\x8a\x01\n\x0e\x46ilesystemView\x12 \n\x05paths\x18\x01 \x03(\x0b\x32\x11.naga.v1.ViewPath\x12\x0b\n\x03\x63wd\x18\x02 \x01(\t\x12\'\n\x08overlays\x18\x03 \x03(\x0b\x32\x15.naga.v1.OverlayMount\x12 \n\x05\x66iles\x18\x04 \x03(\x0b\x32\x11.naga.v1.ViewFile\"J\n\x0cOverlayMount\x12\r\n\x05lower\x18\x01 \x01(\t\x12\r\n\x05upper\x18\x02 \x01(\t\x12\x0c\n\x04work\x18\x03 \x01(\t\x12\x0e\n\x06target\x18\x04 \x01(\t\")\n\x08ViewFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\"\x98\x01\n\x0cLandlockSpec\x12\x12\n\nhandled_fs\x18\x01 \x01(\x04\x12\x13\n\x0bhandled_net\x18\x02 \x01(\x04\x12\x0e\n\x06scoped\x18\x03 \x01(\x04\x12$\n\x05paths\x18\x04 \x03(\x0b\x32\x15.naga.v1.LandlockPath\x12\x12\n\nbind_ports\x18\x05 \x03(\r\x12\x15\n\rconnect_ports\x18\x06 \x03(\r\"n\n\nSeccompArg\x12\r\n\x05index\x18\x01 \x01(\r\x12#\n\x02op\x18\x02 \x01(\x0e\x32\x17.naga.v1.SeccompCompare\x12\r\n\x05value\x18\x03 \x01(\x04\x12\x0c\n\x04mask\x18\x04 \x01(\x04\x12\x0f\n\x07own_pid\x18\x05 \x01(\x08\"x\n\x0bSeccompRule\x12\x0f\n\x07syscall\x18\x01 \x01(\t\x12&\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32\x16.naga.v1.SeccompAction\x12\r\n\x05\x65rrno\x18\x03 \x01(\r\x12!\n\x04\x61rgs\x18\x04 \x03(\x0b\x32\x13.naga.v1.SeccompArg\"X\n\x0bSeccompSpec\x12\x15\n\rdefault_errno\x18\x01 \x01(\r\x12#\n\x05rules\x18\x02 \x03(\x0b\x32\x14.naga.v1.SeccompRule\x12\r\n\x05tsync\x18\x03 \x01(\x08\"\xbd\x02\n\x0bSandboxSpec\x12 \n\x07rlimits\x18\x01 \x03(\x0b\x32\x0f.naga.v1.Rlimit\x12\x14\n\x0cunshare_user\x18\x02 \x01(\x08\x12\x13\n\x0bunshare_net\x18\x03 \x01(\x08\x12%\n\x04view\x18\t \x01(\x0b\x32\x17.naga.v1.FilesystemView\x12\x19\n\x11\x64rop_capabilities\x18\x04 \x01(\x08\x12\'\n\x08landlock\x18\x05 \x01(\x0b\x32\x15.naga.v1.LandlockSpec\x12%\n\x07seccomp\x18\x06 \x01(\x0b\x32\x14.naga.v1.SeccompSpec\x12\x0e\n\x06target\x18\x07 \x01(\t\x12\x0c\n\x04\x61rgs\x18\x08 \x03(\t\x12\x12\n\nlate_paths\x18\n \x03(\t\x12\x0f\n\x07preload\x18\x0b \x03(\t\x12\x0c\n\x04nice\x18\x0c \x01(\x05\"H\n\x0bLayerTiming\x12$\n\x05layer\x18\x01 \x01(\x0e\x32\x15.naga.v1.SandboxLayer\x12\x13\n\x0bnanoseconds\x18\x02 \x01(\x04\"3\n\nSetupReady\x12%\n\x07timings\x18\x01 \x03(\x0b\x32\x14.naga.v1.LayerTiming\"S\n\x0cSetupFailure\x12$\n\x05layer\x18\x01 \x01(\x0e\x32\x15.naga.v1.SandboxLayer\x12\r\n\x05\x65rrno\x18\x02 \x01(\x05\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\"h\n\x0bSetupReport\x12$\n\x05ready\x18\x01 \x01(\x0b\x32\x13.naga.v1.SetupReadyH\x00\x12(\n\x07\x66\x61ilure\x18\x02 \x01(\x0b\x32\x15.naga.v1.SetupFailureH\x00\x42\t\n\x07outcome*\xa5\x03\n\x0cSandboxLayer\x12\x1d\n\x19SANDBOX_LAYER_UNSPECIFIED\x10\x00\x12\x19\n\x15SANDBOX_LAYER_RLIMITS\x10\x01\x12\x1e\n\x1aSANDBOX_LAYER_NO_NEW_PRIVS\x10\x02\x12 \n\x1cSANDBOX_LAYER_USER_NAMESPACE\x10\x03\x12\x1f\n\x1bSANDBOX_LAYER_NET_NAMESPACE\x10\x04\x12\x1e\n\x1aSANDBOX_LAYER_CAPABILITIES\x10\x05\x12\x1d\n\x19SANDBOX_LAYER_LANDLOCK_FS\x10\x06\x12\x1e\n\x1aSANDBOX_LAYER_LANDLOCK_NET\x10\x07\x12 \n\x1cSANDBOX_LAYER_LANDLOCK_SCOPE\x10\x08\x12\x18\n\x14SANDBOX_LAYER_TARGET\x10\t\x12\x19\n\x15SANDBOX_LAYER_SECCOMP\x10\n\x12\x1f\n\x1bSANDBOX_LAYER_SECCOMP_TSYNC\x10\x0b\x12!\n\x1dSANDBOX_LAYER_MOUNT_NAMESPACE\x10\x0c*\x84\x01\n\rSeccompAction\x12\x1e\n\x1aSECCOMP_ACTION_UNSPECIFIED\x10\x00\x12\x18\n\x14SECCOMP_ACTION_ALLOW\x10\x01\x12\x18\n\x14SECCOMP_ACTION_ERRNO\x10\x02\x12\x1f\n\x1bSECCOMP_ACTION_KILL_PROCESS\x10\x03*\x80\x01\n\x0eSeccompCompare\x12\x1f\n\x1bSECCOMP_COMPARE_UNSPECIFIED\x10\x00\x12\x16\n\x12SECCOMP_COMPARE_EQ\x10\x01\x12\x16\n\x12SECCOMP_COMPARE_NE\x10\x02\x12\x1d\n\x19SECCOMP_COMPARE_MASKED_EQ\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'naga.v1.sandbox_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SANDBOXLAYER']._serialized_start=1312
-  _globals['_SANDBOXLAYER']._serialized_end=1733
-  _globals['_SECCOMPACTION']._serialized_start=1736
-  _globals['_SECCOMPACTION']._serialized_end=1868
-  _globals['_SECCOMPCOMPARE']._serialized_start=1871
-  _globals['_SECCOMPCOMPARE']._serialized_end=1999
+  _globals['_SANDBOXLAYER']._serialized_start=1558
+  _globals['_SANDBOXLAYER']._serialized_end=1979
+  _globals['_SECCOMPACTION']._serialized_start=1982
+  _globals['_SECCOMPACTION']._serialized_end=2114
+  _globals['_SECCOMPCOMPARE']._serialized_start=2117
+  _globals['_SECCOMPCOMPARE']._serialized_end=2245
   _globals['_RLIMIT']._serialized_start=34
   _globals['_RLIMIT']._serialized_end=88
   _globals['_LANDLOCKPATH']._serialized_start=90
   _globals['_LANDLOCKPATH']._serialized_end=134
   _globals['_VIEWPATH']._serialized_start=136
   _globals['_VIEWPATH']._serialized_end=178
-  _globals['_FILESYSTEMVIEW']._serialized_start=180
-  _globals['_FILESYSTEMVIEW']._serialized_end=243
-  _globals['_LANDLOCKSPEC']._serialized_start=246
-  _globals['_LANDLOCKSPEC']._serialized_end=398
-  _globals['_SECCOMPARG']._serialized_start=400
-  _globals['_SECCOMPARG']._serialized_end=510
-  _globals['_SECCOMPRULE']._serialized_start=512
-  _globals['_SECCOMPRULE']._serialized_end=632
-  _globals['_SECCOMPSPEC']._serialized_start=634
-  _globals['_SECCOMPSPEC']._serialized_end=722
-  _globals['_SANDBOXSPEC']._serialized_start=725
-  _globals['_SANDBOXSPEC']._serialized_end=991
-  _globals['_LAYERTIMING']._serialized_start=993
-  _globals['_LAYERTIMING']._serialized_end=1065
-  _globals['_SETUPREADY']._serialized_start=1067
-  _globals['_SETUPREADY']._serialized_end=1118
-  _globals['_SETUPFAILURE']._serialized_start=1120
-  _globals['_SETUPFAILURE']._serialized_end=1203
-  _globals['_SETUPREPORT']._serialized_start=1205
-  _globals['_SETUPREPORT']._serialized_end=1309
+  _globals['_FILESYSTEMVIEW']._serialized_start=181
+  _globals['_FILESYSTEMVIEW']._serialized_end=319
+  _globals['_OVERLAYMOUNT']._serialized_start=321
+  _globals['_OVERLAYMOUNT']._serialized_end=395
+  _globals['_VIEWFILE']._serialized_start=397
+  _globals['_VIEWFILE']._serialized_end=438
+  _globals['_LANDLOCKSPEC']._serialized_start=441
+  _globals['_LANDLOCKSPEC']._serialized_end=593
+  _globals['_SECCOMPARG']._serialized_start=595
+  _globals['_SECCOMPARG']._serialized_end=705
+  _globals['_SECCOMPRULE']._serialized_start=707
+  _globals['_SECCOMPRULE']._serialized_end=827
+  _globals['_SECCOMPSPEC']._serialized_start=829
+  _globals['_SECCOMPSPEC']._serialized_end=917
+  _globals['_SANDBOXSPEC']._serialized_start=920
+  _globals['_SANDBOXSPEC']._serialized_end=1237
+  _globals['_LAYERTIMING']._serialized_start=1239
+  _globals['_LAYERTIMING']._serialized_end=1311
+  _globals['_SETUPREADY']._serialized_start=1313
+  _globals['_SETUPREADY']._serialized_end=1364
+  _globals['_SETUPFAILURE']._serialized_start=1366
+  _globals['_SETUPFAILURE']._serialized_end=1449
+  _globals['_SETUPREPORT']._serialized_start=1451
+  _globals['_SETUPREPORT']._serialized_end=1555
 # @@protoc_insertion_point(module_scope)

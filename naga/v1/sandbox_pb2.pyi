@@ -205,23 +205,97 @@ class FilesystemView(_message.Message):
 
     PATHS_FIELD_NUMBER: _builtins.int
     CWD_FIELD_NUMBER: _builtins.int
+    OVERLAYS_FIELD_NUMBER: _builtins.int
+    FILES_FIELD_NUMBER: _builtins.int
     cwd: _builtins.str
     """The working directory inside the view."""
     @_builtins.property
     def paths(self) -> _containers.RepeatedCompositeFieldContainer[Global___ViewPath]: ...
+    @_builtins.property
+    def overlays(self) -> _containers.RepeatedCompositeFieldContainer[Global___OverlayMount]:
+        """Overlays mounted in the child's namespace before the view is built
+        (sandbox._overlay): a path of the view may be one's target.
+        """
+
+    @_builtins.property
+    def files(self) -> _containers.RepeatedCompositeFieldContainer[Global___ViewFile]:
+        """Files the launcher wrote for this child (its /etc/hosts), made in the
+        view's own root before any path is mounted; read-only like the root.
+        """
+
     def __init__(
         self,
         *,
         paths: _abc.Iterable[Global___ViewPath] | None = ...,
         cwd: _builtins.str = ...,
+        overlays: _abc.Iterable[Global___OverlayMount] | None = ...,
+        files: _abc.Iterable[Global___ViewFile] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cwd", b"cwd", "paths", b"paths"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cwd", b"cwd", "files", b"files", "overlays", b"overlays", "paths", b"paths"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___FilesystemView: _TypeAlias = FilesystemView  # noqa: Y015
+
+@_typing.final
+class OverlayMount(_message.Message):
+    """An overlayfs on `target`: `lower` read-only under `upper`, `work` its
+    scratch directory (the mount options are sandbox._overlay.OPTIONS).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LOWER_FIELD_NUMBER: _builtins.int
+    UPPER_FIELD_NUMBER: _builtins.int
+    WORK_FIELD_NUMBER: _builtins.int
+    TARGET_FIELD_NUMBER: _builtins.int
+    lower: _builtins.str
+    upper: _builtins.str
+    work: _builtins.str
+    target: _builtins.str
+    def __init__(
+        self,
+        *,
+        lower: _builtins.str = ...,
+        upper: _builtins.str = ...,
+        work: _builtins.str = ...,
+        target: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lower", b"lower", "target", b"target", "upper", b"upper", "work", b"work"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OverlayMount: _TypeAlias = OverlayMount  # noqa: Y015
+
+@_typing.final
+class ViewFile(_message.Message):
+    """One file of the view's root, with its whole content. Its path lies in
+    no ViewPath (it would be written into the host's directory otherwise).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    content: _builtins.bytes
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        content: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "path", b"path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ViewFile: _TypeAlias = ViewFile  # noqa: Y015
 
 @_typing.final
 class LandlockSpec(_message.Message):
@@ -370,11 +444,18 @@ class SandboxSpec(_message.Message):
     SECCOMP_FIELD_NUMBER: _builtins.int
     TARGET_FIELD_NUMBER: _builtins.int
     ARGS_FIELD_NUMBER: _builtins.int
+    LATE_PATHS_FIELD_NUMBER: _builtins.int
+    PRELOAD_FIELD_NUMBER: _builtins.int
+    NICE_FIELD_NUMBER: _builtins.int
     unshare_user: _builtins.bool
     unshare_net: _builtins.bool
     drop_capabilities: _builtins.bool
     target: _builtins.str
     """"package.module:function"; called with `args` once the filter is loaded."""
+    nice: _builtins.int
+    """The niceness every thread of the child runs at (0: the launcher's): a
+    CPU share below the core's, where no cgroup is given.
+    """
     @_builtins.property
     def rlimits(self) -> _containers.RepeatedCompositeFieldContainer[Global___Rlimit]: ...
     @_builtins.property
@@ -389,6 +470,19 @@ class SandboxSpec(_message.Message):
     def seccomp(self) -> Global___SeccompSpec: ...
     @_builtins.property
     def args(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def late_paths(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Directories (a plugin's own folder) put at the end of sys.path only once
+        every layer, the filter included, is in force. When any is given, the
+        target is imported after the filter unless it is found without them.
+        """
+
+    @_builtins.property
+    def preload(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Modules of the trusted installation imported before the filter (they may
+        load shared libraries) when the target is imported after it.
+        """
+
     def __init__(
         self,
         *,
@@ -401,10 +495,13 @@ class SandboxSpec(_message.Message):
         seccomp: Global___SeccompSpec | None = ...,
         target: _builtins.str = ...,
         args: _abc.Iterable[_builtins.str] | None = ...,
+        late_paths: _abc.Iterable[_builtins.str] | None = ...,
+        preload: _abc.Iterable[_builtins.str] | None = ...,
+        nice: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["landlock", b"landlock", "seccomp", b"seccomp", "view", b"view"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["args", b"args", "drop_capabilities", b"drop_capabilities", "landlock", b"landlock", "rlimits", b"rlimits", "seccomp", b"seccomp", "target", b"target", "unshare_net", b"unshare_net", "unshare_user", b"unshare_user", "view", b"view"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["args", b"args", "drop_capabilities", b"drop_capabilities", "landlock", b"landlock", "late_paths", b"late_paths", "nice", b"nice", "preload", b"preload", "rlimits", b"rlimits", "seccomp", b"seccomp", "target", b"target", "unshare_net", b"unshare_net", "unshare_user", b"unshare_user", "view", b"view"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -46,6 +46,42 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _QueueMode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _QueueModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_QueueMode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    QUEUE_MODE_UNSPECIFIED: _QueueMode.ValueType  # 0
+    QUEUE_MODE_FOLLOWUP: _QueueMode.ValueType  # 1
+    """Run after the running turn and those queued before it."""
+    QUEUE_MODE_COLLECT: _QueueMode.ValueType  # 2
+    """Like followup; consecutive collect messages of one peer waiting
+    together run as one turn (texts joined by a blank line), each message
+    ending with that turn's reply.
+    """
+    QUEUE_MODE_STEER: _QueueMode.ValueType  # 3
+    """Reserved for Run: steering goes through Steer."""
+    QUEUE_MODE_INTERRUPT: _QueueMode.ValueType  # 4
+    """Abort the running turn and run this message next, before the queued ones."""
+
+class QueueMode(_QueueMode, metaclass=_QueueModeEnumTypeWrapper):
+    """A message's place when its session is busy (the core's lanes)."""
+
+QUEUE_MODE_UNSPECIFIED: QueueMode.ValueType  # 0
+QUEUE_MODE_FOLLOWUP: QueueMode.ValueType  # 1
+"""Run after the running turn and those queued before it."""
+QUEUE_MODE_COLLECT: QueueMode.ValueType  # 2
+"""Like followup; consecutive collect messages of one peer waiting
+together run as one turn (texts joined by a blank line), each message
+ending with that turn's reply.
+"""
+QUEUE_MODE_STEER: QueueMode.ValueType  # 3
+"""Reserved for Run: steering goes through Steer."""
+QUEUE_MODE_INTERRUPT: QueueMode.ValueType  # 4
+"""Abort the running turn and run this message next, before the queued ones."""
+Global___QueueMode: _TypeAlias = QueueMode  # noqa: Y015
+
 class _TurnErrorKind:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -67,6 +103,11 @@ class _TurnErrorKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TurnErr
     """The executor died or hung; the turn was not finished."""
     TURN_ERROR_KIND_INTERNAL: _TurnErrorKind.ValueType  # 6
     """Anything else, named in `message`."""
+    TURN_ERROR_KIND_INTERRUPTED: _TurnErrorKind.ValueType  # 7
+    """The core stopped (a crash, a kill) while the turn ran, and the next
+    start could not finish it without risking a tool call twice or a
+    model call a third time: `message` says which (docs/design/recovery.md).
+    """
 
 class TurnErrorKind(_TurnErrorKind, metaclass=_TurnErrorKindEnumTypeWrapper): ...
 
@@ -85,6 +126,11 @@ TURN_ERROR_KIND_EXECUTOR: TurnErrorKind.ValueType  # 5
 """The executor died or hung; the turn was not finished."""
 TURN_ERROR_KIND_INTERNAL: TurnErrorKind.ValueType  # 6
 """Anything else, named in `message`."""
+TURN_ERROR_KIND_INTERRUPTED: TurnErrorKind.ValueType  # 7
+"""The core stopped (a crash, a kill) while the turn ran, and the next
+start could not finish it without risking a tool call twice or a
+model call a third time: `message` says which (docs/design/recovery.md).
+"""
 Global___TurnErrorKind: _TypeAlias = TurnErrorKind  # noqa: Y015
 
 class _HistoryRole:
@@ -113,6 +159,9 @@ class RunTurnRequest(_message.Message):
     IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
     PEER_FIELD_NUMBER: _builtins.int
     TRUST_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
+    WAITED_MS_FIELD_NUMBER: _builtins.int
+    RISK_CEILING_FIELD_NUMBER: _builtins.int
     session: _builtins.str
     """The session: [a-z0-9][a-z0-9_.:-]{0,127}; a new name starts a session."""
     text: _builtins.str
@@ -130,6 +179,22 @@ class RunTurnRequest(_message.Message):
     loopback WebChat connection is the owner). The core uses it capped by
     the caller's token (never above it); unset: the trust table's level.
     """
+    mode: Global___QueueMode.ValueType
+    """What to do when the session already runs a turn (docs/adr/0013-lanes-home.md).
+    UNSPECIFIED: refuse (FAILED_PRECONDITION), as before lanes moved into
+    the core. FOLLOWUP, COLLECT, INTERRUPT: the message is recorded at once
+    (`accepted` with `queued`), waits in the session's lane in the core and
+    runs after; a crash of any process keeps it (it is a ledger record).
+    """
+    waited_ms: _builtins.int
+    """How long the channel held the message before this request (its own
+    acceptance to now, e.g. retries while the core restarted): the turn's
+    deadline counts from the channel's acceptance (docs/adr/0009).
+    """
+    risk_ceiling: _builtins.int
+    """At most this tool risk level (0..4) for the turn, below what its trust's
+    row allows (a scheduled job's ceiling); it can only lower it.
+    """
     def __init__(
         self,
         *,
@@ -138,12 +203,17 @@ class RunTurnRequest(_message.Message):
         idempotency_key: _builtins.str = ...,
         peer: _builtins.str = ...,
         trust: _core_pb2.TrustLevel.ValueType = ...,
+        mode: Global___QueueMode.ValueType = ...,
+        waited_ms: _builtins.int = ...,
+        risk_ceiling: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_risk_ceiling", b"_risk_ceiling", "risk_ceiling", b"risk_ceiling"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["idempotency_key", b"idempotency_key", "peer", b"peer", "session", b"session", "text", b"text", "trust", b"trust"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_risk_ceiling", b"_risk_ceiling", "idempotency_key", b"idempotency_key", "mode", b"mode", "peer", b"peer", "risk_ceiling", b"risk_ceiling", "session", b"session", "text", b"text", "trust", b"trust", "waited_ms", b"waited_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__risk_ceiling: _TypeAlias = _typing.Literal["risk_ceiling"]  # noqa: Y015
+    _WhichOneofArgType__risk_ceiling: _TypeAlias = _typing.Literal["_risk_ceiling", b"_risk_ceiling"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__risk_ceiling) -> _WhichOneofReturnType__risk_ceiling | None: ...
 
 Global___RunTurnRequest: _TypeAlias = RunTurnRequest  # noqa: Y015
 
@@ -158,6 +228,7 @@ class TurnEvent(_message.Message):
     TOOL_FINISHED_FIELD_NUMBER: _builtins.int
     FINAL_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    APPROVAL_FIELD_NUMBER: _builtins.int
     index: _builtins.int
     """Position of this event in its turn, from 0; a gap means a lost event."""
     @_builtins.property
@@ -172,6 +243,10 @@ class TurnEvent(_message.Message):
     def final(self) -> Global___TurnFinal: ...
     @_builtins.property
     def error(self) -> Global___TurnError: ...
+    @_builtins.property
+    def approval(self) -> Global___ApprovalAsked:
+        """A tool call waits for the owner's approval (docs/design/tools.md)."""
+
     def __init__(
         self,
         *,
@@ -182,12 +257,13 @@ class TurnEvent(_message.Message):
         tool_finished: Global___ToolCallFinished | None = ...,
         final: Global___TurnFinal | None = ...,
         error: Global___TurnError | None = ...,
+        approval: Global___ApprovalAsked | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["accepted", b"accepted", "delta", b"delta", "error", b"error", "final", b"final", "kind", b"kind", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["accepted", b"accepted", "approval", b"approval", "delta", b"delta", "error", b"error", "final", b"final", "kind", b"kind", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted", b"accepted", "delta", b"delta", "error", b"error", "final", b"final", "index", b"index", "kind", b"kind", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted", b"accepted", "approval", b"approval", "delta", b"delta", "error", b"error", "final", b"final", "index", b"index", "kind", b"kind", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["accepted", "delta", "tool_started", "tool_finished", "final", "error"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["accepted", "delta", "tool_started", "tool_finished", "final", "error", "approval"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
@@ -204,22 +280,32 @@ class TurnAccepted(_message.Message):
     MESSAGE_SEQ_FIELD_NUMBER: _builtins.int
     TURN_ID_FIELD_NUMBER: _builtins.int
     REPLAYED_FIELD_NUMBER: _builtins.int
+    QUEUED_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
     message_seq: _builtins.int
     """The ledger seq of the recorded message."""
     turn_id: _builtins.str
     """An id for this turn, unique in the instance."""
     replayed: _builtins.bool
     """True when this stream replays a turn already run for the same key."""
+    queued: _builtins.bool
+    """True when the message waits in its session's lane behind a running
+    turn (recorded all the same: it runs after, even across a crash);
+    `position` is its place in the lane then (1: next).
+    """
+    position: _builtins.int
     def __init__(
         self,
         *,
         message_seq: _builtins.int = ...,
         turn_id: _builtins.str = ...,
         replayed: _builtins.bool = ...,
+        queued: _builtins.bool = ...,
+        position: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["message_seq", b"message_seq", "replayed", b"replayed", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["message_seq", b"message_seq", "position", b"position", "queued", b"queued", "replayed", b"replayed", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -471,16 +557,20 @@ class ListSessionsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     LIMIT_FIELD_NUMBER: _builtins.int
+    INCLUDE_ARCHIVED_FIELD_NUMBER: _builtins.int
     limit: _builtins.int
     """At most this many (1..1000; 0 means 100)."""
+    include_archived: _builtins.bool
+    """Archived sessions too (they are left out by default)."""
     def __init__(
         self,
         *,
         limit: _builtins.int = ...,
+        include_archived: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_archived", b"include_archived", "limit", b"limit"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -495,6 +585,8 @@ class SessionSummary(_message.Message):
     LAST_SEQ_FIELD_NUMBER: _builtins.int
     LAST_TIME_NS_FIELD_NUMBER: _builtins.int
     PREVIEW_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    ARCHIVED_FIELD_NUMBER: _builtins.int
     session: _builtins.str
     turns: _builtins.int
     """Turns run in it."""
@@ -504,6 +596,10 @@ class SessionSummary(_message.Message):
     """Unix time, nanoseconds, of that entry."""
     preview: _builtins.str
     """The first characters of its last message, for a session list."""
+    title: _builtins.str
+    """The owner's name for it (ConsoleAdminService.RenameSession); empty: none."""
+    archived: _builtins.bool
+    """Archived by the owner: listed only when include_archived is asked."""
     def __init__(
         self,
         *,
@@ -512,10 +608,12 @@ class SessionSummary(_message.Message):
         last_seq: _builtins.int = ...,
         last_time_ns: _builtins.int = ...,
         preview: _builtins.str = ...,
+        title: _builtins.str = ...,
+        archived: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["last_seq", b"last_seq", "last_time_ns", b"last_time_ns", "preview", b"preview", "session", b"session", "turns", b"turns"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archived", b"archived", "last_seq", b"last_seq", "last_time_ns", b"last_time_ns", "preview", b"preview", "session", b"session", "title", b"title", "turns", b"turns"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -619,3 +717,45 @@ class SessionHistoryResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SessionHistoryResponse: _TypeAlias = SessionHistoryResponse  # noqa: Y015
+
+@_typing.final
+class ApprovalAsked(_message.Message):
+    """A tool call of this turn at or above tools.approve_from waits for the
+    owner (ApprovalService.Decide, `naga approve`); no answer by expires_ns is
+    a deny. Its tool_finished follows either way.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    CALL_ID_FIELD_NUMBER: _builtins.int
+    TOOL_FIELD_NUMBER: _builtins.int
+    RISK_FIELD_NUMBER: _builtins.int
+    ARGUMENTS_JSON_FIELD_NUMBER: _builtins.int
+    EXPIRES_NS_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """The approval's id, for ApprovalService.Decide."""
+    call_id: _builtins.str
+    tool: _builtins.str
+    risk: _builtins.str
+    """"R3"."""
+    arguments_json: _builtins.str
+    expires_ns: _builtins.int
+    """Unix ns."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        call_id: _builtins.str = ...,
+        tool: _builtins.str = ...,
+        risk: _builtins.str = ...,
+        arguments_json: _builtins.str = ...,
+        expires_ns: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments_json", b"arguments_json", "call_id", b"call_id", "expires_ns", b"expires_ns", "id", b"id", "risk", b"risk", "tool", b"tool"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ApprovalAsked: _TypeAlias = ApprovalAsked  # noqa: Y015

@@ -42,7 +42,7 @@ def known_turn(
     if joined is not None:
         return TurnCursor(joined)
     end = ledger.read(ended.end_seq) if ended.end_seq else None
-    return TurnCursor(None, rec.replay(ended, end))
+    return TurnCursor(None, rec.replay(ended, end, sessions.opener))
 
 
 async def read_back(sessions: rec.Sessions, ledger: Ledger, name: str) -> rec.Session:

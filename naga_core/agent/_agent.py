@@ -4,8 +4,10 @@ model and tool calls (docs/design/executor.md).
 Everything here runs on the core's trio loop (the bridge's handlers), so the
 ledger and kernel are touched by one thread. A turn: its message staged and
 made durable (on a thread: the fdatasync), ``accepted``; a token minted for
-the turn (role executor, bound to the session, the turn's budget, the tools
-visible at the peer's trust, the risk ceiling of that trust); the job handed
+the turn from the trust table's row of the peer's trust (naga.policy: role
+executor, the peer as its principal, bound to the session, the row's
+budget, risk ceiling and visible tools), whose standing the turn holds
+while it runs (a lowered trust ends it: _trust_cut); the job handed
 to an idle executor of the pool; the executor's Complete and Call requests
 checked against the token and the turn, traced and streamed as events;
 the reply (or the error) recorded, ``final`` (or ``error``).
@@ -13,56 +15,138 @@ the reply (or the error) recorded, ``final`` (or ``error``).
 
 from __future__ import annotations
 
-import json
+import functools
 import logging
 import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import trio
 
+from naga.constants import EXECUTOR_TOOL, SESSION_PATTERN
 from naga.plugin import ToolSpec
+from naga.tokens import Risk
+from naga.trust import TrustLevel, UnknownTrustLevel
 from naga.v1 import agent_pb2 as apb
-from naga.v1 import model_pb2 as mpb
 from naga.v1 import turn_pb2 as tpb
+from naga_core.agent import _recover
 from naga_core.agent import _sessions as rec
 from naga_core.agent._admit import known_turn, read_back, turn_trust
-from naga_core.agent._calls import ExecutorCalls, b64, decode
+from naga_core.agent._calls import RECORD_MARGIN_S, ExecutorCalls
+from naga_core.agent._compact import (
+    COMPACT,
+    COMPACT_MIN,
+    COMPACT_MIN_WINDOW,
+    Summaries,
+    Summary,
+)
+from naga_core.agent._compact import request_for as compact_request
 from naga_core.agent._config import EXECUTOR_ROLE, AgentConfig
-from naga_core.agent._core import Caller, Core, authority_of
-from naga_core.agent._errors import AgentError, AgentUnavailable, SessionNotFound, TurnConflict
-from naga_core.agent._sweep import TurnTokens, spent_ids
-from naga_core.agent._tools import spec_for_model, visible
+from naga_core.agent._core import Caller, Core, Standing, StandingOf, authority_of
+from naga_core.agent._core_tools import CoreTools
+from naga_core.agent._errors import (
+    AgentError,
+    AgentUnavailable,
+    NoTurnRunning,
+    SessionNotFound,
+    TurnConflict,
+)
+from naga_core.agent._lanes import QUEUED_MODES, Admission, Cap, Waiting
+from naga_core.agent._memory_tools import RECALL_TOKENS, MemoryTools
+from naga_core.agent._memory_tools import offered as memory_tools
+from naga_core.agent._memory_tools import offered_names as memory_tool_names
+from naga_core.agent._prompt import Budget, Fitted
+from naga_core.agent._prompt import build as build_prompt
+from naga_core.agent._results import READ_RESULT_SPEC
+from naga_core.agent._rewind import Rewind
+from naga_core.agent._sealing import record_subject, reopen_turns
+from naga_core.agent._skill_use import SkillUse
+from naga_core.agent._startfold import StartFold
+from naga_core.agent._sweep import spent_ids
+from naga_core.agent._tool_calls import ToolCalls, journal_reply, offered_to
+from naga_core.agent._tools import spec_for_model
+from naga_core.agent._trust_cut import TurnCut
 from naga_core.agent._turn import Expiring, Reloading, Running, TurnCursor
 from naga_core.agent._workers import AgentWorkers
-from naga_core.authz import BudgetAccount, Grant, Token, TokenAuthority, stage_minted
+from naga_core.authz import (
+    BudgetAccount,
+    EndedTokens,
+    Grant,
+    Token,
+    TokenAuthority,
+    stage_minted,
+)
+from naga_core.constitution import prompt_section
 from naga_core.errors import NagaError
-from naga_core.plugins import PluginError, PluginHost
-from naga_plugins.executor import EXECUTOR_TOOL
+from naga_core.plugins import PluginError, PluginHost, TypedCall, WorkerUnavailable
+from naga_core.skills import VIEW_SPEC, Library
 
 log = logging.getLogger("naga.agent")
 
-SESSION = re.compile(r"[a-z0-9][a-z0-9_.:-]{0,127}")
+SESSION = re.compile(SESSION_PATTERN)
+MAX_CONCURRENT = "lanes.max_concurrent"
 #: How long a turn waits for a free executor before it fails.
 EXECUTOR_WAIT_S = 30.0
 
 
 class Agent:
     def __init__(
-        self, core: Core, plugins: PluginHost, workers: AgentWorkers, config: AgentConfig
+        self,
+        core: Core,
+        plugins: PluginHost,
+        workers: AgentWorkers,
+        config: AgentConfig,
+        *,
+        standing_of: StandingOf,
+        tools: ToolCalls,
+        ended: EndedTokens | None = None,
+        memory: MemoryTools | None = None,
+        skills: Library | None = None,
     ) -> None:
         self.core = core
+        #: The memory store and its tools (naga_core.memory).
+        self.memory = memory if memory is not None else MemoryTools(core)
+        self.skills = skills
+        self.skill_use = (
+            SkillUse(core, skills, self.memory.sealer.open_turn) if skills is not None else None
+        )
+        #: The turn tokens that can never spend again, for the kernel's
+        #: refund ratchet (a fresh set when none is wired: refunds stay
+        #: raises, failing closed).
+        self.ended = EndedTokens() if ended is None else ended
+        self._standing_of = standing_of
         self.plugins = plugins
         self.workers = workers
         self.config = config
         self.running: dict[str, Running] = {}
-        self._by_session: dict[str, Running] = {}
+        #: Per-session turns, their lanes and lanes.max_concurrent: the core
+        #: admits turns to execute, whoever sent them
+        #: (docs/adr/0028-lanes-core-admission.md).
+        self._admission = Admission(lambda: core.settings.get_int(MAX_CONCURRENT))
+        self._lanes = self._admission.lanes
+        self._cap = self._admission.cap
         self.sessions = rec.Sessions(
             kept=config.sessions_kept,
             keys_kept=config.keys_kept,
-            busy=self._by_session.__contains__,
+            busy=self._admission.busy,
+            opener=self.memory.sealer.open_turn,
         )
-        self._calls = ExecutorCalls(core, plugins, workers, self.running, self._stage)
+        self.tools = tools
+        #: Tools the core answers itself (the scheduler's job.create).
+        self.core_tools = CoreTools()
+        self._calls = ExecutorCalls(
+            core,
+            plugins,
+            workers,
+            self.running,
+            self._stage,
+            tools=tools,
+            settle=self._settle,
+            core_tools=self.core_tools,
+            memory=self.memory,
+            skills=self.skill_use,
+        )
+        self._summaries = Summaries(config.sessions_kept)
         # The tokens of ended turns: what they spent is dropped from kernel
         # state once they expire.
         self._expiring = Expiring()
@@ -70,16 +154,133 @@ class Agent:
         #: stamped them.
         self.clock: Callable[[], int] = lambda: authority_of(core).now_ns()
         self._nursery: trio.Nursery | None = None
+        self._recovering = trio.Event()
+        #: The start-up fold, once serve() built it (the snapshot writer's).
+        self.fold: StartFold | None = None
+        #: The verified constitution's text (INV-5), for every turn's prompt.
+        self.constitution: Callable[[], str] = lambda: ""
 
-    async def serve(self, *, task_status: trio.TaskStatus[Agent]) -> None:
+    async def serve(
+        self,
+        cleaned: Sequence[str] = (),
+        crashed: bool = False,
+        fold: StartFold | None = None,
+        *,
+        task_status: trio.TaskStatus[Agent],
+    ) -> None:
+        """Rebuild the sessions, end or re-run the turns the last stop left
+        open (docs/design/recovery.md), then serve. ``cleaned``: what the
+        start's open cleaned; ``crashed``: the last core did not stop
+        cleanly. Both go into the start's note in the kernel's history.
+        ``fold``: the start-up fold restored from a snapshot (else one from
+        nothing); it is brought to the ledger's head here, and kept
+        (:attr:`fold`) for the next snapshot."""
+        if fold is None:
+            fold = self.new_fold()
+        await trio.to_thread.run_sync(fold.advance, self.core.ledger)
+        self.fold = fold
+        self.sessions.restore(fold.sessions.image(), through=fold.seq)
+        # The memory store and the skills' usage from the same fold (one
+        # pass over the tail feeds them all: docs/adr/0036).
+        await trio.to_thread.run_sync(self.memory.store.load, fold.memory.items())
+        if self.skills is not None:
+            self.skills.usage = fold.usage.copy()
         # On the loop, before the bridge serves: nothing debits meanwhile.
-        tokens = TurnTokens(spent_ids(self.core.kernel))
-        await trio.to_thread.run_sync(self.sessions.rebuild, self.core.ledger, tokens.see)
-        self._sweep(tokens.found)
+        self._sweep(fold.token_expiries(spent_ids(self.core.kernel)))
+        # A re-run's started tool calls' workspace effects are undone first.
+        rewind = Rewind(self.core, self.plugins, self.tools.workspace)
+        plan = [(t, rewind.prepare(t)) for t in fold.open.found()]
+        # The fold keeps records sealed: the re-runs' texts are opened here.
+        opened = [t for t, why in plan if why is None]
+        await trio.to_thread.run_sync(reopen_turns, self.memory.sealer, self.core.ledger, opened)
+        for turn, why in plan:
+            if why is not None:
+                self._stage(rec.ERROR, _recover.ended_record(turn, why))
+        note = _recover.start_note(crashed=crashed, cleaned=list(cleaned), plan=plan)
+        if note is not None:
+            await self._note(note)
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            # At most all executors but one re-run old turns: a new message
+            # finds one free (fair between recovery and new work).
+            limit = trio.CapacityLimiter(max(1, self.config.executors - 1))
+            for turn, why in plan:
+                if why is None:
+                    self._resume(turn, limit)
+            nursery.start_soon(self._follow_cap)
             task_status.started(self)
             await trio.sleep_forever()
+
+    def new_fold(self) -> StartFold:
+        """An empty start-up fold with this agent's bounds."""
+        return StartFold(keys_kept=self.config.keys_kept, entries_kept=rec.KEPT_ENTRIES)
+
+    async def _follow_cap(self) -> None:
+        """Apply a changed ``lanes.max_concurrent`` to waiting turns at
+        once: a setting change (or a rollback of one) is a durable record."""
+        while True:
+            size = self.core.ledger.size
+            await self.core.wait_past(size)
+            if self.core.ledger.size <= size:
+                return  # the core stops
+            self._cap.refresh()
+
+    def forgotten(self) -> None:
+        """A subject was forgotten: the texts held in memory go (each
+        session's history reads back from the ledger, opened anew, the
+        summaries are made again), so its words read as forgotten at once."""
+        self.sessions.drop_details()
+        self._summaries = Summaries(self.config.sessions_kept)
+
+    @property
+    def cap(self) -> Cap:
+        """The global cap on executing turns (its figures for status and tests)."""
+        return self._cap
+
+    def recover(self) -> None:
+        """Let the re-runs of the turns the last stop left open go: called
+        once the plugins and the executors were started (their tools and a
+        worker are what a re-run needs; until then a resend joins it)."""
+        self._recovering.set()
+
+    def _resume(self, turn: _recover.OpenTurn, limit: trio.CapacityLimiter) -> None:
+        """Re-run an open turn: joined at once by a resend of its key."""
+        assert self._nursery is not None
+        try:
+            trust = TrustLevel.parse(turn.trust)
+        except UnknownTrustLevel:
+            trust = TrustLevel.UNTRUSTED
+        running = Running(
+            turn_id=turn.turn_id,
+            session=turn.session,
+            key=turn.key,
+            peer=turn.peer,
+            trust=trust,
+            risk=Risk(min(turn.risk, self.config.policy[trust].risk_ceiling)),
+        )
+        running.message_seq = turn.message_seq
+        # Its message is durable and may have been acknowledged: whatever
+        # happens from here ends it with a recorded reply or error.
+        running.accepted = True
+        accepted = tpb.TurnAccepted(message_seq=running.message_seq, turn_id=running.id)
+        running.emit(tpb.TurnEvent(accepted=accepted))
+        running.steering = list(turn.steering)
+        self.running[running.id] = running
+        # Its lane, rebuilt in message order.
+        waiting = self._admission.arrive(running, turn.mode, turn.text)
+
+        async def rerun() -> None:
+            await self._recovering.wait()
+            if waiting is not None:
+                await self._lanes.wait(waiting)  # before a recovery slot: no deadlock
+                if waiting.leader is not None:  # merged: it only waits for its leader
+                    await self._run(running, turn.text, resumed=True, waiting=waiting)
+                    return
+            async with limit:
+                await self.session(running.session)  # its history, read back if dropped
+                await self._run(running, turn.text, resumed=True, waiting=waiting)
+
+        self._nursery.start_soon(rerun)
 
     @property
     def authority(self) -> TokenAuthority:
@@ -96,14 +297,18 @@ class Agent:
         known = known_turn(self.sessions, self.running, self.core.ledger, req)
         if known is not None:
             return known
-        busy = self._by_session.get(req.session)
+        busy = self._admission.current(req.session)
         if busy is not None:
             if busy.key == req.idempotency_key:
                 return TurnCursor(busy)
-            raise TurnConflict(
-                f"session {req.session} already runs turn {busy.id}; wait for it, or steer or "
-                "abort it",
-            )
+            queued = self._lanes.by_key(req.session, req.idempotency_key)
+            if queued is not None:
+                return TurnCursor(queued)
+            if req.mode not in QUEUED_MODES:
+                raise TurnConflict(
+                    f"session {req.session} already runs turn {busy.id}; wait for it, queue "
+                    "behind it (mode), or steer or abort it",
+                )
         if self._nursery is None:
             raise AgentUnavailable("the agent is not running yet")
         trust = turn_trust(self.core.kernel, caller, req.peer, req.trust)
@@ -113,11 +318,21 @@ class Agent:
             key=req.idempotency_key,
             peer=req.peer,
             trust=trust,
-            risk=self.config.risk_by_trust[trust],
+            risk=Risk(self.config.policy[trust].risk_ceiling),
         )
+        if req.HasField("risk_ceiling"):  # a caller may only lower it (a job's ceiling)
+            running.risk = Risk(min(int(running.risk), req.risk_ceiling))
+        # How long the channel held it before this request (its deadline
+        # counts from the channel's acceptance), at most the whole timeout.
+        running.waited_s = min(req.waited_ms / 1000, self.config.turn_timeout_s)
         self.running[running.id] = running
-        self._by_session[req.session] = running
-        self._nursery.start_soon(self._run, running, req.text)
+        # Busy: recorded now, run after: the lane lives in the core, the
+        # queue itself in the ledger (docs/adr/0013-lanes-home.md).
+        waiting = self._admission.arrive(running, req.mode, req.text)
+        if busy is not None and req.mode == tpb.QUEUE_MODE_INTERRUPT:
+            busy.aborted = True
+            busy.scope.cancel()
+        self._nursery.start_soon(functools.partial(self._run, running, req.text, waiting=waiting))
         return TurnCursor(running)
 
     async def session(self, name: str) -> rec.Session:
@@ -127,14 +342,33 @@ class Agent:
 
     # --- running it --------------------------------------------------------------------
 
-    async def _run(self, running: Running, text: str) -> None:
+    async def _run(
+        self,
+        running: Running,
+        text: str,
+        *,
+        resumed: bool = False,
+        waiting: Waiting | None = None,
+    ) -> None:
         outcome = apb.ExecutorOutcome()
+        cut = TurnCut()
+        token: Token | None = None
         try:
             with running.scope:
-                tools = visible(self.plugins, running.risk)
+                await self.tools.ensure_defaults()
+                tools = offered_to(
+                    self.core, self.plugins, running, self.config.policy[running.trust]
+                )
                 token = self._turn_token(running, tools)
-                await self._accept(running, text, token)
-                outcome = await self._execute(running, text, token, tools)
+                with cut.watching(self._serving(), running, self._standing(running, token)):
+                    if resumed:
+                        await self._accept_again(running, token)
+                    else:
+                        await self._accept(running, text, token, waiting)
+                    if waiting is None:
+                        outcome = await self._admitted(running, text, tools, token)
+                    else:
+                        outcome = await self._when_its_turn(running, waiting, tools)
         except (AgentError, PluginError) as exc:
             outcome = apb.ExecutorOutcome(
                 error_kind=tpb.TURN_ERROR_KIND_EXECUTOR, error_message=str(exc)
@@ -145,26 +379,62 @@ class Agent:
             )
         if running.aborted:
             outcome.error_kind = tpb.TURN_ERROR_KIND_ABORTED
-            outcome.error_message = "the turn was aborted"
+            outcome.error_message = cut.reason or "the turn was aborted"
+            # Kept in the ledger's turn.error, so the reader finds after a
+            # reload what was on the screen when they stopped it.
+            outcome.text = outcome.text or running.streamed()
+        elif not outcome.error_kind and not outcome.text:
+            # An empty final is never an answer: the sender is told.
+            outcome.error_kind = tpb.TURN_ERROR_KIND_INTERNAL
+            outcome.error_message = "the turn ended without an answer (an empty reply)"
+        if waiting is not None:
+            waiting.end_collected(outcome)
         try:
             await self._finish(running, outcome)
+            if self.skill_use is not None:  # the review and skill.turn record
+                policy = self.config.policy[running.trust]
+                await self.skill_use.after(
+                    running,
+                    outcome,
+                    policy=policy,
+                    call=self._calls.traced_call,
+                    authority=self.authority,
+                    token=token,
+                )
+            if resumed and running.accepted:
+                note = _recover.end_note(
+                    running.id, running.session, running.end_seq, outcome.error_message
+                )
+                await self._note(note)
         finally:
             running.end()
             self.running.pop(running.id, None)
-            if self._by_session.get(running.session) is running:
-                del self._by_session[running.session]
+            # Nothing spends under its token again: a refund to it by a
+            # rollback raises nothing (INV-6, naga_core.authz.EndedTokens).
+            self.ended.end(running.token_id)
+            # Its session's next goes (or, ended while still queued, it
+            # leaves its lane: aborted, a stop).
+            self._admission.leave(running)
 
     def _turn_token(self, running: Running, tools: list[ToolSpec]) -> Token:
-        """The turn's executor token: its role, session, the tools visible at
-        its trust, its budget, a life a minute past the turn's timeout."""
+        """The turn's executor token, from its trust's row of the trust
+        table: its role, its peer as the principal (violations are the
+        peer's; a fall of the peer's trust ends the turn), session, the
+        tools the row shows, the row's budget, a life a minute past the
+        turn's timeout."""
         ttl_ns = int(self.config.turn_timeout_s * 1e9) + 60_000_000_000
         token = self.authority.mint(
             EXECUTOR_ROLE,
             trust=running.trust,
             risk=running.risk,
             session=running.session,
-            tools=[t.name for t in tools],
-            budget=self.config.turn_budget,
+            principal=running.peer or None,
+            tools=sorted(
+                [t.name for t in tools]
+                + memory_tool_names(running.trust)
+                + self.core_tools.names(running)
+            ),
+            budget=self.config.policy[running.trust].turn_budget,
             ttl_ns=ttl_ns,
         )
         running.token_id = token.id
@@ -172,7 +442,72 @@ class Agent:
         running.token_expires_ns = self.clock() + ttl_ns
         return token
 
-    async def _accept(self, running: Running, text: str, token: Token) -> None:
+    def _serving(self) -> trio.Nursery:
+        if self._nursery is None:
+            raise AgentUnavailable("the agent is not running")
+        return self._nursery
+
+    def _standing(self, running: Running, token: Token) -> Standing:
+        """The turn token's standing, settled now: at the trust the trust
+        table gives its peer (capped by the token's ceiling)."""
+        authority = self.authority
+        grant = authority.verify(
+            token.to_bytes(), authority.request(EXECUTOR_ROLE, session=running.session)
+        )
+        return self._standing_of(grant)
+
+    async def _when_its_turn(
+        self, running: Running, waiting: Waiting, tools: list[ToolSpec]
+    ) -> apb.ExecutorOutcome:
+        """A queued turn: wait in the lane, then run (with the collect
+        messages merged into it), or end with the outcome of the collect
+        turn it was merged into."""
+        await self._lanes.wait(waiting)
+        if waiting.leader is not None:
+            await waiting.ended.wait()
+            assert waiting.outcome is not None
+            out = apb.ExecutorOutcome()
+            out.CopyFrom(waiting.outcome)
+            return out
+        merged = [w.running.id for w in waiting.collected]
+        return await self._admitted(
+            running, "\n\n".join(waiting.texts), tools, None, also=frozenset(merged)
+        )
+
+    async def _admitted(
+        self,
+        running: Running,
+        text: str,
+        tools: list[ToolSpec],
+        token: Token | None,
+        *,
+        also: frozenset[str] = frozenset(),
+    ) -> apb.ExecutorOutcome:
+        """Execute once the global cap has a slot; the turn's deadline runs
+        from then (less what the channel held it before the core had it)."""
+        async with self._cap.slot() as waited:
+            if token is None or waited:
+                # A fresh token: the first may have aged in the queue.
+                token = self._turn_token(running, tools)
+                fresh = token
+                self.core.write(
+                    lambda: stage_minted(
+                        self.core.ledger, fresh, by=f"core: turn {running.id} admitted"
+                    )
+                )
+            running.deadline = trio.current_time() + self.config.turn_timeout_s - running.waited_s
+            if running.left_s() <= RECORD_MARGIN_S:
+                return apb.ExecutorOutcome(
+                    error_kind=tpb.TURN_ERROR_KIND_INTERNAL,
+                    error_message=f"the turn's deadline ({self.config.turn_timeout_s:g} s from "
+                    f"its channel's acceptance) passed before it could run: the channel held "
+                    f"it {running.waited_s:g} s",
+                )
+            return await self._execute(running, text, token, tools, also=also)
+
+    async def _accept(
+        self, running: Running, text: str, token: Token, waiting: Waiting | None = None
+    ) -> None:
         body = apb.TurnRecord(
             session=running.session,
             turn_id=running.id,
@@ -181,6 +516,7 @@ class Agent:
             text=text,
             trust=running.trust.label,
             risk_ceiling=int(running.risk),
+            queue_mode=waiting.mode if waiting is not None else 0,
         )
         seq = self._stage(rec.MESSAGE, body)
         # The turn token's mint rides the message's group commit: no sync of
@@ -191,37 +527,202 @@ class Agent:
         await self._settle()
         running.message_seq = seq
         running.accepted = True
-        running.emit(tpb.TurnEvent(accepted=tpb.TurnAccepted(message_seq=seq, turn_id=running.id)))
+        accepted = tpb.TurnAccepted(message_seq=seq, turn_id=running.id)
+        if waiting is not None and not waiting.go.is_set():
+            accepted.queued, accepted.position = True, waiting.position
+        elif waiting is None and self._cap.full:
+            # Its session is free, the global cap is not: it waits for a slot.
+            accepted.queued, accepted.position = True, self._cap.waiting + 1
+        running.emit(tpb.TurnEvent(accepted=accepted))
+
+    async def _accept_again(self, running: Running, token: Token) -> None:
+        """A re-run's start: its ``turn.resumed`` record and token, durable
+        before anything runs (a second crash then sees it was re-run)."""
+        body = apb.TurnRecord(
+            session=running.session,
+            turn_id=running.id,
+            message_seq=running.message_seq,
+            text="re-run by the start after the core stopped",
+        )
+        self._stage(_recover.RESUMED, body)
+        self.core.write(
+            lambda: stage_minted(self.core.ledger, token, by=f"core: turn {running.id} re-run")
+        )
+        await self._settle()
 
     async def _execute(
-        self, running: Running, text: str, token: Token, tools: list[ToolSpec]
+        self,
+        running: Running,
+        text: str,
+        token: Token,
+        tools: list[ToolSpec],
+        *,
+        also: frozenset[str] = frozenset(),
     ) -> apb.ExecutorOutcome:
         session = self.sessions.open(running.session)
-        # History holds this turn's message already (indexed when staged).
-        history = session.prompt(self.config.history_entries + 1)[:-1]
-        messages = [
-            mpb.ChatMessage(role=mpb.ROLE_SYSTEM, content=self.config.system_prompt),
-            *history,
-            mpb.ChatMessage(role=mpb.ROLE_USER, content=text),
+        specs = [
+            *(spec_for_model(t) for t in tools),
+            *memory_tools(running.trust),
+            *self.core_tools.offered(running),
         ]
+        offer = self.skill_use.offer(running, text) if self.skill_use is not None else None
+        if offer is not None and offer.skills:  # progressive disclosure: bodies on demand
+            specs.append(VIEW_SPEC)
+        # turn.read_result is offered only once a result was stored (calls.py);
+        # its room is kept from the start.
+        budget = Budget.of(
+            self.workers.context_window(), self.config.max_tokens, [*specs, READ_RESULT_SPEC]
+        )
+        # History holds this turn's message already (indexed when staged),
+        # not always last (a queued or re-run turn): it is left out by id,
+        # with the collect messages merged into it (``also``).
+        own = {running.id, *also}
+        entries = [e for e in session.entries if e.turn_id not in own]
+        summary = self._summaries.get(running.session)
+        recalled = self.memory.recall(running, text, min(RECALL_TOKENS, budget.window // 8))
+        skills = offer.section() if offer is not None else ""
+        fitted = self._fit(budget, entries, text, summary, recalled.section, skills=skills)
+        fresh = set(fitted.dropped_seqs)
+        # Only what the window cannot hold is summarised: agent.history_entries
+        # is the owner's choice of how much history to send at all.
+        if (
+            self.config.compact_history
+            and budget.window >= COMPACT_MIN_WINDOW
+            and fitted.by_window >= COMPACT_MIN
+        ):
+            # The older half of what is kept goes into the summary too, so
+            # the next summary call is half a window of history away, not
+            # one turn.
+            upto = summary.upto_seq if summary is not None else 0
+            kept = [e for e in entries if e.seq > upto and e.seq not in fresh]
+            more = {e.seq for e in kept[: len(kept) // 2]}
+            compacted = await self._compact(
+                running, token, budget, summary, [e for e in entries if e.seq in fresh | more]
+            )
+            if isinstance(compacted, Summary):
+                fitted = self._fit(
+                    budget, entries, text, compacted, recalled.section, skills=skills
+                )
+            else:
+                fitted.left_out.append(compacted)
+        running.budget = budget
+        running.history = (1, len(fitted.messages) - 1)
+        running.omitted = fitted.left_out
+        running.dropped_seqs = fitted.dropped_seqs
         job = apb.ExecutorJob(
             session=running.session,
             turn_id=running.id,
             token=token.to_bytes(),
             core_socket=self.core.socket,
-            messages=messages,
-            tools=[spec_for_model(t) for t in tools],
+            messages=fitted.messages,
+            tools=specs,
             max_steps=self.core.settings.get_int("agent.max_steps"),
             max_tokens=self.config.max_tokens,
         )
-        worker = await self.workers.take_executor(EXECUTOR_WAIT_S)
-        try:
-            result, _pid = await worker.call(
-                EXECUTOR_TOOL, json.dumps({"job": b64(job)}), self.config.turn_timeout_s
+        for again in (False, True):
+            worker = await self.workers.take_executor(
+                max(0.0, min(EXECUTOR_WAIT_S, running.left_s()))
             )
-        finally:
-            self.workers.give_back(worker)
-        return decode(apb.ExecutorOutcome, result, "outcome")
+            try:
+                # The executor's share: the turn's time left less the time
+                # to record its outcome.
+                result = await worker.call_typed(
+                    EXECUTOR_TOOL,
+                    TypedCall("executor_job", job, "executor_outcome"),
+                    max(0.001, running.left_s() - RECORD_MARGIN_S / 2),
+                )
+            except WorkerUnavailable:
+                if running.called or again:
+                    raise  # it reached the model or a tool: not run twice
+                # Its executor died before the turn reached anything (one
+                # that died idle, not yet seen by its supervisor): nothing
+                # happened, so the job goes to the rebuilt one, under a
+                # fresh token (a late call of the dead one is refused).
+                log.info("turn %s: its executor ended before any call; again", running.id)
+                token = self._turn_token(running, tools)
+                self.core.write(
+                    functools.partial(
+                        stage_minted, self.core.ledger, token, by=f"core: turn {running.id}"
+                    )
+                )
+                job.token = token.to_bytes()
+                continue
+            finally:
+                self.workers.give_back(worker)
+            return result.executor_outcome
+        raise AssertionError("the second attempt returns or raises")
+
+    def _fit(
+        self,
+        budget: Budget,
+        entries: list[tpb.SessionEntry],
+        text: str,
+        summary: Summary | None,
+        memory: str = "",
+        *,
+        skills: str = "",
+    ) -> Fitted:
+        """The job's prompt; entries a summary covers are left to it;
+        ``memory``: the recalled items' section (naga_core.agent._memory_tools);
+        ``skills``: the offered skills' names and descriptions."""
+        # The constitution first: after it the agent's own prompt, and the
+        # tool specs the model's chat template appends. Placed last, right
+        # before the specs, it made the embedded model echo the specs as
+        # text instead of calling a tool.
+        rules = prompt_section(self.constitution()).strip()
+        system = (rules + "\n\n" if rules else "") + self.config.system_prompt + memory + skills
+        if summary is not None:
+            entries = [e for e in entries if e.seq > summary.upto_seq]
+            system += summary.system_note()
+        fitted = build_prompt(
+            budget, system, entries, text, history_limit=self.config.history_entries
+        )
+        if summary is not None:
+            fitted.left_out.append(
+                f"{len(summary.covers)} earlier messages (seqs {summary.covers[0]}.."
+                f"{summary.upto_seq}), in the summary the prompt carries instead"
+            )
+        return fitted
+
+    async def _compact(
+        self,
+        running: Running,
+        token: Token,
+        budget: Budget,
+        previous: Summary | None,
+        entries: list[tpb.SessionEntry],
+    ) -> Summary | str:
+        """One model call summarising ``previous`` and ``entries``, recorded
+        as a turn.compact record and debited from the turn's budget; the new
+        summary, or why there is none (the entries are then only dropped)."""
+        authority = self.authority
+        grant = authority.verify(
+            token.to_bytes(), authority.request(EXECUTOR_ROLE, session=running.session)
+        )
+        left = authority.remaining(grant)
+        if left is not None and left <= 0:
+            return "no summary of them: the turn's budget is spent"
+        covers = (*(previous.covers if previous else ()), *(e.seq for e in entries))
+        request = compact_request(budget, previous, entries)
+        # One record: the call (blobs, tokens) with the summary as its text
+        # and the seqs it covers. Not a turn.model record: replay feeds those
+        # to the executor's calls, and this call is the core's own.
+        reply, _spent = await self._calls.traced_call(
+            running,
+            grant,
+            left,
+            request,
+            kind=COMPACT,
+            trace=apb.TurnRecord(dropped_seqs=covers),
+            with_text=True,
+        )
+        summary_text = reply.response.message.content.strip()
+        if reply.HasField("error") or not summary_text:
+            why = reply.error.message if reply.HasField("error") else "an empty answer"
+            return f"no summary of them: the summary call failed ({why})"
+        summary = Summary(max(covers), summary_text, covers)
+        self._summaries.put(running.session, summary)
+        return summary
 
     async def _finish(self, running: Running, out: apb.ExecutorOutcome) -> None:
         body = apb.TurnRecord(
@@ -240,7 +741,9 @@ class Agent:
             running.emit(tpb.TurnEvent(error=_error(out)))
             return
         kind = rec.ERROR if out.error_kind else rec.REPLY
-        seq = self._stage(kind, body)
+        seq = running.end_seq = self._stage(kind, body)
+        if not out.error_kind:  # sent: a rollback lists it, never unsends it
+            self.core.write(lambda: journal_reply(self.core.kernel, running, seq))
         self._forget_expired(running)
         with trio.CancelScope(shield=True):
             await self._settle()
@@ -263,11 +766,15 @@ class Agent:
         now = self.clock()
         gone: list[bytes] = []
         for expires_ns, token_id in tokens:
+            self.ended.end(token_id)  # its executor died with the last core
             gone += self._expiring.push(expires_ns, token_id, now)
         self._forget(gone, "their turns ended before the core started")
 
     def _forget(self, gone: list[bytes], why: str) -> None:
         if gone:
+            # Their entries go: no rollback can refund them any more, and
+            # the set stays as small as the queue of expiring tokens.
+            self.ended.forget(gone)
             account = BudgetAccount(self.core.kernel)
             self.core.write(lambda: account.forget(gone, why=why))
 
@@ -277,9 +784,18 @@ class Agent:
         return len(self._expiring)
 
     def _stage(self, kind: str, body: apb.TurnRecord, blobs: tuple[bytes, ...] = ()) -> int:
-        seq = self.core.write(lambda: rec.stage(self.core.ledger, kind, body, blobs))
+        # Sealed under its subject's key as it is written (the ledger holds
+        # no plaintext of it); the sessions in memory note the text.
+        subject = record_subject(self.running.get(body.turn_id), body)
+        sealed = self.memory.sealer.seal_turn(kind, subject, body)
+        seq = self.core.write(lambda: rec.stage(self.core.ledger, kind, sealed, blobs))
         self.sessions.note(kind, body, seq, rec.now_ns())
         return seq
+
+    async def _note(self, text: str) -> None:
+        """A durable entry in the kernel's history (``naga history``)."""
+        self.core.write(lambda: self.core.kernel.perform([], None, description=text))
+        await self._settle()
 
     async def _settle(self) -> None:
         if await trio.to_thread.run_sync(self.core.settle):
@@ -288,11 +804,11 @@ class Agent:
     # --- steering and aborting -----------------------------------------------------------
 
     def session_turn(self, session: str) -> Running:
-        running = self._by_session.get(session)
+        running = self._admission.current(session)
         if running is None:
             if self.sessions.get(session) is None:
                 raise SessionNotFound(f"no session {session!r}")
-            raise TurnConflict(f"session {session} runs no turn")
+            raise NoTurnRunning(f"session {session} runs no turn")
         return running
 
     def steer(self, req: tpb.SteerTurnRequest) -> int:
@@ -325,6 +841,9 @@ class Agent:
 
     async def call_tool(self, p: Caller, req: apb.ToolCallRequest) -> apb.ToolCallResponse:
         return await self._calls.call_tool(p, req)
+
+    async def call_step(self, p: Caller, req: apb.ToolStepRequest) -> apb.ToolStepResponse:
+        return await self._calls.call_step(p, req)
 
 
 def _error(out: apb.ExecutorOutcome) -> tpb.TurnError:

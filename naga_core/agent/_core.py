@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Protocol, TypeVar
+
+import trio
 
 from naga_core._home import Home
 from naga_core.authz import Grant, TokenAuthority
@@ -41,6 +44,32 @@ class Core(Protocol):
     def write(self, fn: Callable[[], T]) -> T: ...
     def settle(self) -> bool: ...
     def notify_appended(self) -> None: ...
+    async def wait_past(self, size: int) -> None:
+        """Return once the ledger holds more than ``size`` records, or the core stops."""
+        ...
+
+
+class Standing(Protocol):
+    """Whether a token still stands (the daemon's TokenStanding): not
+    revoked, not expired, its principal's trust not lowered below its
+    grant's (docs/design/authz.md, "Open streams")."""
+
+    def check(self) -> None:
+        """Raise the refusal (TokenRejected, TrustLowered) if it no longer stands."""
+        ...
+
+    def deadline(self) -> float:
+        """The trio time by which to check again even if nothing woke us."""
+        ...
+
+    def waking(self, scope: trio.CancelScope) -> AbstractContextManager[None]:
+        """While inside: ``scope`` is cancelled when a revocation or a trust
+        change may have changed the answer."""
+        ...
+
+
+#: A grant's standing, as the core's authorizer builds them.
+StandingOf = Callable[[Grant], Standing]
 
 
 def authority_of(core: Core) -> TokenAuthority:
@@ -49,4 +78,4 @@ def authority_of(core: Core) -> TokenAuthority:
     return core.authority
 
 
-__all__ = ["Caller", "Core", "authority_of"]
+__all__ = ["Caller", "Core", "Standing", "StandingOf", "authority_of"]

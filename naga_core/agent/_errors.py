@@ -26,6 +26,10 @@ class TurnConflict(AgentError):
     names a turn its token is not for (FAILED_PRECONDITION)."""
 
 
+class NoTurnRunning(TurnConflict):
+    """The session runs no turn to steer or abort (it may just have ended)."""
+
+
 class AgentUnavailable(AgentError):
     """The agent side is not running yet, or is stopping (UNAVAILABLE)."""
 
@@ -35,6 +39,7 @@ __all__ = [
     "AgentUnavailable",
     "NoExecutor",
     "NoModelProvider",
+    "NoTurnRunning",
     "SessionNotFound",
     "TurnConflict",
 ]

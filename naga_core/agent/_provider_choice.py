@@ -16,7 +16,7 @@ either (or a rollback of the setting) takes effect at the next call.
 
 from __future__ import annotations
 
-import attrs
+from dataclasses import dataclass
 
 from naga_core._providers import Provider, Providers
 from naga_core.agent._errors import NoModelProvider
@@ -26,7 +26,7 @@ SETTING = "model.provider"
 LOCAL = "local"
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class ProviderFile:
     """providers.json as the core last read it: parsed, absent, or refused."""
 
@@ -52,7 +52,7 @@ class ProviderFile:
         return sorted(listed | {LOCAL})
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class Choice:
     """A configured provider, or (``provider`` None) the embedded model."""
 

@@ -10,16 +10,18 @@ a stopped worker is removed (it holds an API key).
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import urllib.parse
 
+from naga.constants import PROVIDER_CONFIG_FILE as CONFIG_FILE
+from naga.constants import PROVIDER_PLUGIN, PROVIDER_TOOL
 from naga.plugin import Manifest
 from naga.v1 import agent_pb2 as apb
 from naga_core._providers import Provider
 from naga_core.agent._config import AgentConfig
 from naga_core.plugins import Installed
-from naga_plugins.providers import CONFIG_FILE, PROVIDER_PLUGIN, PROVIDER_TOOL
 
 _PROVIDER_MANIFEST = """\
 name = "{name}"
@@ -29,7 +31,7 @@ description = "Model calls to {provider} ({api}), written by naga-core from prov
 entry = "naga_plugins.providers:main"
 
 [limits]
-call_timeout_s = 30
+call_timeout_s = {call_timeout_s}
 max_concurrent_calls = 8
 
 [[egress]]
@@ -39,11 +41,7 @@ port = {port}
 [[tools]]
 name = "{tool}"
 risk = "R0"
-description = "One chat completion; a base64 naga.v1.ChatRequest"
-
-[tools.params.request]
-type = "string"
-max_length = 60000
+description = "One chat completion: a naga.v1.ChatRequest in the Invoke's payload"
 """
 
 
@@ -91,6 +89,9 @@ def write_provider(
         host=host,
         port=port,
         tool=PROVIDER_TOOL,
+        # The longest a call may be given: a turn's. Not a hang limit (a
+        # typed call hangs only by missed heartbeats).
+        call_timeout_s=min(600, max(1, math.ceil(config.turn_timeout_s))),
     )
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
@@ -110,7 +111,9 @@ def write_provider(
     )
     with os.fdopen(fd, "wb") as f:
         f.write(provider_config.SerializeToString())
-    return Installed(Manifest.load(path), directory, shipped=True), provider_config
+    # Its egress is the owner's providers.json: a local model is on loopback.
+    installed = Installed(Manifest.load(path, local_egress=True), directory, shipped=True)
+    return installed, provider_config
 
 
 __all__ = ["clear_configs", "host_port", "remove_config", "write_provider"]

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
-
-import attrs
+from dataclasses import dataclass
 
 from naga_core._home import Home
 from naga_core._providers import (
@@ -54,7 +53,7 @@ def _stat(path: str) -> _Stat | None:
     )
 
 
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class Stamp:
     """What ``lstat`` says of the file and of its directory."""
 

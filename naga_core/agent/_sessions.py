@@ -14,7 +14,7 @@ import itertools
 import time
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from google.protobuf.message import DecodeError
@@ -22,6 +22,7 @@ from google.protobuf.message import DecodeError
 from naga.constants import IDEMPOTENCY_KEYS_KEPT, SESSIONS_KEPT
 from naga.v1 import agent_pb2 as apb
 from naga.v1 import model_pb2 as mpb
+from naga.v1 import snapshot_pb2 as snpb
 from naga.v1 import turn_pb2 as tpb
 from naga_core.agent._errors import AgentError
 from naga_core.ledger import Entry, Ledger, Record
@@ -34,8 +35,11 @@ REPLY = "turn.reply"
 ERROR = "turn.error"
 KINDS = frozenset({MESSAGE, STEER, MODEL, TOOL, REPLY, ERROR})
 # Kind codes of the records an unloaded session lists (Session.reload).
-_MSG, _REPLY, _ERROR, _END = 0, 1, 2, 3  # _END: a reply or an error
-_CODES = {MESSAGE: _MSG, REPLY: _REPLY, ERROR: _ERROR}
+_MSG, _REPLY, _END = 0, 1, 3  # _END: a reply or an error
+# An error is never an entry, so it is an _END whichever way the list was
+# made (noted at start, or from a detail's seqs()): a snapshot start and a
+# full replay then list the same codes.
+_CODES = {MESSAGE: _MSG, REPLY: _REPLY, ERROR: _END}
 #: Entries of a session kept in memory for prompts and History.
 KEPT_ENTRIES = 1000
 _PREVIEW_CHARS = 80
@@ -50,25 +54,43 @@ class Ended:
 
     turn_id: str
     message_seq: int
-    #: the seq of its ``turn.reply`` or ``turn.error``; 0 while it runs (or
-    #: if the core stopped before it ended: replayed as an empty final)
+    #: the seq of its ``turn.reply`` or ``turn.error``; 0 while it runs
+    #: (a turn the core stopped in is ended or re-run by the next start,
+    #: docs/design/recovery.md)
     end_seq: int = 0
 
 
-def replay(ended: Ended, end: Record | None) -> list[tpb.TurnEvent]:
+#: Opens a turn record's sealed text fields (naga_core.memory.Sealer.open_turn).
+Opener = Callable[[str, apb.TurnRecord], apb.TurnRecord]
+
+
+def _as_is(_kind: str, body: apb.TurnRecord) -> apb.TurnRecord:
+    return body
+
+
+def replay(ended: Ended, end: Record | None, opener: Opener = _as_is) -> list[tpb.TurnEvent]:
     """The events a repeated key gets: the turn's acceptance and its recorded
-    end (``end``: the record at ``ended.end_seq``, None when there is none)."""
+    end (``end``: the record at ``ended.end_seq``, None when there is none;
+    its text opened by ``opener``)."""
     accepted = tpb.TurnAccepted(message_seq=ended.message_seq, turn_id=ended.turn_id, replayed=True)
     out = [tpb.TurnEvent(index=0, accepted=accepted)]
     body = apb.TurnRecord()
     if end is not None:
         try:
-            body = apb.TurnRecord.FromString(end.payload)
+            body = opener(end.kind, apb.TurnRecord.FromString(end.payload))
         except DecodeError:
             raise AgentError(
                 f"the recorded end (seq {end.seq}) of turn {ended.turn_id} does not decode"
             ) from None
-    if end is not None and end.kind == ERROR:
+    if end is None:
+        # Never an empty final: a key with no recorded end and no running
+        # turn (which would have been joined) has nothing to answer yet.
+        error = tpb.TurnError(
+            kind=tpb.TURN_ERROR_KIND_INTERRUPTED,
+            message=f"turn {ended.turn_id} has no recorded end yet; send it again later",
+        )
+        out.append(tpb.TurnEvent(index=1, error=error))
+    elif end.kind == ERROR:
         error = tpb.TurnError(
             kind=tpb.TurnErrorKind.ValueType(body.error_kind or tpb.TURN_ERROR_KIND_INTERNAL),
             message=body.error_message,
@@ -76,8 +98,7 @@ def replay(ended: Ended, end: Record | None) -> list[tpb.TurnEvent]:
         )
         out.append(tpb.TurnEvent(index=1, error=error))
     else:
-        final = turn_final(body, end.seq if end is not None else 0)
-        out.append(tpb.TurnEvent(index=1, final=final))
+        out.append(tpb.TurnEvent(index=1, final=turn_final(body, end.seq)))
     return out
 
 
@@ -136,10 +157,14 @@ class Session:
             preview=self.preview,
         )
 
-    def prompt(self, limit: int) -> list[mpb.ChatMessage]:
-        """The latest ``limit`` entries as chat messages, oldest first."""
+    def prompt(self, limit: int, exclude: set[str] | None = None) -> list[mpb.ChatMessage]:
+        """The latest ``limit`` entries as chat messages, oldest first,
+        without those of the turns ``exclude`` names."""
+        entries = self.entries
+        if exclude:
+            entries = [e for e in entries if e.turn_id not in exclude]
         out: list[mpb.ChatMessage] = []
-        for e in self.entries[-limit:] if limit > 0 else []:
+        for e in entries[-limit:] if limit > 0 else []:
             role = mpb.ROLE_USER if e.role == tpb.HISTORY_ROLE_USER else mpb.ROLE_ASSISTANT
             out.append(mpb.ChatMessage(role=role, content=e.text))
         return out
@@ -159,6 +184,7 @@ class Sessions:
         keys_kept: int = IDEMPOTENCY_KEYS_KEPT,
         entries_kept: int = KEPT_ENTRIES,
         busy: Callable[[str], bool] = lambda _name: False,
+        opener: Opener = _as_is,
     ) -> None:
         self._by_name: OrderedDict[str, Session] = OrderedDict()
         self._loaded: OrderedDict[str, None] = OrderedDict()  # names with a detail, LRU first
@@ -166,6 +192,9 @@ class Sessions:
         self._keys_kept = keys_kept
         self._entries_kept = entries_kept
         self._busy = busy
+        #: Opens what a record sealed (the agent's sessions hold the text in
+        #: memory; the start-up fold's keep it sealed: its image is a file).
+        self.opener = opener
 
     def get(self, name: str) -> Session | None:
         return self._by_name.get(name)
@@ -199,7 +228,48 @@ class Sessions:
                 also(rec)
             body = _body(rec)
             if body is not None:
-                self.note(rec.kind, body, rec.seq, rec.timestamp_ns)
+                self.note(rec.kind, self.opener(rec.kind, body), rec.seq, rec.timestamp_ns)
+
+    def image(self) -> list[snpb.SessionImage]:
+        """Every session's summary and reload list, least recently used
+        first: what a start-up snapshot holds of them (no detail: a session
+        restored from it is reloaded from the ledger when next used)."""
+        out: list[snpb.SessionImage] = []
+        for s in self._by_name.values():
+            reload = s.detail.seqs() if s.detail is not None else (s.reload or array("Q"))
+            out.append(
+                snpb.SessionImage(
+                    name=s.name,
+                    turns=s.turns,
+                    last_seq=s.last_seq,
+                    last_time_ns=s.last_time_ns,
+                    preview=s.preview,
+                    reload=reload,
+                )
+            )
+        return out
+
+    def restore(self, images: Iterable[snpb.SessionImage], *, through: int) -> None:
+        """Take the sessions of an :meth:`image` of records ``..through`` (into
+        an empty index); ValueError names what does not hold together."""
+        if self._by_name:
+            raise ValueError("restore into a sessions index that is not empty")
+        for img in images:
+            reload = array("Q", img.reload)
+            if not img.name or img.name in self._by_name:
+                raise ValueError(f"session name {img.name!r} is empty or repeated")
+            if img.last_seq > through or any(b <= a for a, b in itertools.pairwise(reload)):
+                raise ValueError(f"session {img.name!r}: its records are not within the image")
+            if reload and reload[-1] >> 2 > through:
+                raise ValueError(f"session {img.name!r}: a record past the image")
+            self._by_name[img.name] = Session(
+                img.name,
+                turns=img.turns,
+                last_seq=img.last_seq,
+                last_time_ns=img.last_time_ns,
+                preview=img.preview,
+                reload=reload,
+            )
 
     def unloaded(self, name: str) -> array[int] | None:
         """The records to read back if ``name`` is known but not in memory."""
@@ -217,6 +287,7 @@ class Sessions:
             rec = ledger.read(p >> 2)
             body = _body(rec)
             if body is not None and body.session == name:
+                body = self.opener(rec.kind, body)
                 self._note_detail(detail, rec.kind, body, rec.seq, rec.timestamp_ns)
         return detail
 
@@ -225,6 +296,9 @@ class Sessions:
         s = self._by_name[name]
         if s.detail is None:
             s.detail = detail
+            if not s.preview:  # restored from a (sealed) snapshot, or after a forget
+                said = [e for e in detail.entries if e.role == tpb.HISTORY_ROLE_USER]
+                s.preview = said[-1].text[:_PREVIEW_CHARS] if said else ""
             self._mark_loaded(name)
         return s
 
@@ -274,6 +348,25 @@ class Sessions:
         if kind == REPLY:
             _add(d, seq, tpb.HISTORY_ROLE_ASSISTANT, rec, time_ns, kept=self._entries_kept)
 
+    def drop_details(self) -> int:
+        """Drop the detail and preview of every session no turn runs in (read
+        back from the ledger when next used, through :attr:`opener`): after a
+        forget, the texts of its subject then read as forgotten. How many."""
+        dropped = 0
+        for s in self._by_name.values():
+            if s.detail is None or not self._busy(s.name):
+                s.preview = ""  # which subject's it was is not known here
+        for name in list(self._loaded):
+            if self._busy(name):
+                continue
+            s = self._by_name[name]
+            assert s.detail is not None
+            s.reload = s.detail.seqs()
+            s.detail = None
+            del self._loaded[name]
+            dropped += 1
+        return dropped
+
     def _mark_loaded(self, name: str) -> None:
         self._loaded[name] = None
         self._loaded.move_to_end(name)
@@ -305,6 +398,11 @@ def _compact(packed: array[int], keys_kept: int, entries_kept: int) -> array[int
         cuts = [messages[-keys_kept], entries[-entries_kept]]
     cut = min(cuts) >> 2
     return array("Q", (p for p in packed if p >> 2 >= cut))
+
+
+def body_of(rec: Record) -> apb.TurnRecord | None:
+    """The TurnRecord of a turn record; None for other kinds (or garbage)."""
+    return _body(rec)
 
 
 def _body(rec: Record) -> apb.TurnRecord | None:
@@ -371,6 +469,7 @@ __all__ = [
     "TOOL",
     "Detail",
     "Ended",
+    "Opener",
     "Session",
     "Sessions",
     "now_ns",

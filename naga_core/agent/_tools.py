@@ -1,11 +1,12 @@
-"""The tools a turn may see: those of the enabled plugins at or below the
-turn's risk ceiling, as the model's ToolSpecs."""
+"""The tools a turn may see: those of the enabled plugins its trust's row
+of the trust table shows (naga.policy), as the model's ToolSpecs."""
 
 from __future__ import annotations
 
 import json
 
 from naga.plugin import Param, ParamType, ToolSpec
+from naga.policy import TrustPolicy
 from naga.tokens import Risk
 from naga.v1 import model_pb2 as mpb
 from naga_core.authz import Grant
@@ -29,10 +30,39 @@ def all_tools(plugins: PluginHost) -> dict[str, ToolSpec]:
     return out
 
 
-def visible(plugins: PluginHost, ceiling: Risk) -> list[ToolSpec]:
-    """The tools a turn with risk ceiling ``ceiling`` is shown, by name."""
+def visible(plugins: PluginHost, policy: TrustPolicy) -> list[ToolSpec]:
+    """The tools a turn under ``policy`` (its trust's row) is shown, by name."""
     found = all_tools(plugins)
-    return [found[n] for n in sorted(found) if int(found[n].risk) <= int(ceiling)]
+    return [found[n] for n in sorted(found) if policy.tool_visible(int(found[n].risk))]
+
+
+def offered(
+    plugins: PluginHost,
+    policy: TrustPolicy,
+    *,
+    owner: bool,
+    shipped_max: Risk,
+    approve_from: Risk,
+) -> list[ToolSpec]:
+    """The tools a turn is offered (docs/design/tools.md): those its trust's
+    row shows; a shipped plugin's at most ``tools.max_risk``; and to a peer
+    below the owner none that would need the owner's approval (it never
+    reaches one)."""
+    shipped = {
+        t.name
+        for v in plugins.views()
+        if v.enabled and v.installed is not None and v.installed.shipped
+        for t in v.installed.manifest.tools
+    }
+    out: list[ToolSpec] = []
+    for tool in visible(plugins, policy):
+        risk = Risk(int(tool.risk))
+        if tool.name in shipped and risk > shipped_max:
+            continue
+        if not owner and risk >= approve_from:
+            continue
+        out.append(tool)
+    return out
 
 
 def model_name(tool: str) -> str:
@@ -86,4 +116,4 @@ def refusal_of(plugins: PluginHost, grant: Grant, tool: str) -> str | None:
     return None
 
 
-__all__ = ["refusal_of", "all_tools", "model_name", "spec_for_model", "visible"]
+__all__ = ["all_tools", "model_name", "offered", "refusal_of", "spec_for_model", "visible"]

@@ -11,6 +11,7 @@ one event per read, never one per chunk."""
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -19,6 +20,8 @@ import trio
 from naga.tokens import Risk
 from naga.trust import TrustLevel
 from naga.v1 import turn_pb2 as tpb
+from naga_core.agent._prompt import Budget
+from naga_core.agent._results import Stored
 
 
 class Running:
@@ -43,15 +46,40 @@ class Running:
         self.token_id = b""
         self.token_expires_ns = 0
         self.message_seq = 0
+        #: the seq of its recorded reply or error, once staged
+        self.end_seq = 0
         self.accepted = False
+        #: Set at its first model or tool call: from then on the turn has
+        #: reached the world and its job is never handed to an executor again.
+        self.called = False
         self.events: list[tpb.TurnEvent] = []
         self.done = False
         self.aborted = False
         self.scope = trio.CancelScope()
         self.steering: list[str] = []
+        #: The turn's deadline (trio time); every hop below gets a share of
+        #: what is left (docs/adr/0009-turn-deadline-scheme.md).
+        self.deadline = math.inf
+        #: Seconds the channel held the message before the core had it
+        #: (RunTurnRequest.waited_ms): taken off the deadline.
+        self.waited_s = 0.0
+        #: What the prompt budget left out of this turn's prompt, in words
+        #: (docs/adr/0010-prompt-budget.md); said in every turn.model record.
+        self.omitted: list[str] = []
+        self.dropped_seqs: list[int] = []
+        #: The prompt budget of the turn's model (set with its job), and the
+        #: index range of the job's history messages in each request.
+        self.budget = Budget(0, 0, 0)
+        self.history: tuple[int, int] = (1, 1)
+        #: Results of this turn stored whole as blobs, by call id.
+        self.stored: dict[str, Stored] = {}
         self._changed = trio.Event()
         self._text: list[str] = []
         self._ended = False
+
+    def left_s(self) -> float:
+        """Seconds left before the turn's deadline."""
+        return self.deadline - trio.current_time()
 
     def emit(self, event: tpb.TurnEvent) -> None:
         self._flush()
@@ -67,6 +95,12 @@ class Running:
             return
         self._text.append(text)
         self._wake()
+
+    def streamed(self) -> str:
+        """Every text delta shown so far (what an aborted turn keeps as its
+        partial text: the reader saw it)."""
+        shown = "".join(e.delta.text for e in self.events if e.WhichOneof("kind") == "delta")
+        return shown + "".join(self._text)
 
     def _flush(self) -> None:
         if self._text:

@@ -23,24 +23,29 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import trio
 
-import naga_plugins.executor
 import sandbox
+from naga.constants import PROVIDER_TOOL
 from naga.plugin import Manifest
+from naga.v1 import agent_pb2 as apb
+from naga.v1 import model_pb2 as mpb
 from naga_core._home import Home
 from naga_core._localmodel import (
+    LOCAL_CONTEXT_WINDOW,
     LocalModelEndpoint,
     LocalModelError,
     LocalModelSettings,
     serve_local_model,
 )
-from naga_core._providers import Provider
+from naga_core._modules import package_dir
+from naga_core._providers import DEFAULT_CONTEXT_WINDOW, Provider
 from naga_core.agent._config import AgentConfig
 from naga_core.agent._errors import NoExecutor, NoModelProvider
 from naga_core.agent._provider_choice import SETTING, Choice, choose
@@ -48,14 +53,13 @@ from naga_core.agent._provider_manifest import clear_configs, remove_config, wri
 from naga_core.agent._provider_reload import ProviderFileWatch
 from naga_core.errors import NagaError
 from naga_core.kernel import Settings
-from naga_core.plugins import Installed, OnProgress, Worker, WorkerState, journaled
-from naga_core.plugins._host import Core
-from naga_core.supervisor import WorkerTuning
-from naga_plugins.providers import PROVIDER_TOOL
+from naga_core.plugins import HostCore as Core
+from naga_core.plugins import Installed, OnProgress, TypedCall, Worker, WorkerState, journaled
+from naga_core.supervisor import WorkerTuning, launch_in, worker_cgroup
 
 log = logging.getLogger("naga.agent")
 
-EXECUTOR_DIR = os.path.dirname(os.path.abspath(naga_plugins.executor.__file__))
+EXECUTOR_DIR = package_dir("naga_plugins.executor")
 
 #: The local model server's role in ``naga daemon status``.
 LOCAL_MODEL_ROLE = "local-model"
@@ -77,6 +81,11 @@ class LocalModelStatus:
 def _first_line(exc: BaseException) -> str:
     # The rest is the server's log tail, which is in run/local-model.log.
     return f"{exc}".split("\n", 1)[0]
+
+
+def _egress_key(plugin: Installed) -> str:
+    """One proxy per provider worker (a replaced one may still drain calls)."""
+    return "provider-" + re.sub(r"[^A-Za-z0-9_@-]", "-", os.path.basename(plugin.directory))
 
 
 def _with_call_timeout(tuning: WorkerTuning, call_timeout_s: float) -> WorkerTuning:
@@ -123,6 +132,11 @@ class AgentWorkers:
         self._local_failed = ""
         self._local_status: LocalModelStatus | None = None
         self._nursery: trio.Nursery | None = None
+        #: Set by the daemon: the core's egress proxy for a provider worker
+        #: (its key, its manifest) -> the socket; and closing it. None: the
+        #: worker gets its Landlock port instead.
+        self.egress_open: Callable[[str, Manifest], Awaitable[str]] | None = None
+        self.egress_close: Callable[[str], None] | None = None
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -148,6 +162,9 @@ class AgentWorkers:
                     tuning=turns,
                     note=self._note,
                     give_up=self._gave_up,
+                    # Its disk quota: an executor that fills it is ended (the
+                    # executors share one work directory; the quota bounds it).
+                    work_dir=os.path.join(self._home.root, "work", "executor"),
                 )
                 self.executors.append(worker)
                 self._idle.append(worker)
@@ -169,10 +186,15 @@ class AgentWorkers:
                     worker.stop()
 
     def _worker(
-        self, plugin: Installed, spawn: Callable[[Installed, int], sandbox.Sandboxed]
+        self, plugin: Installed, spawn: Callable[[Installed, int, int], sandbox.Sandboxed]
     ) -> Worker:
         return Worker(
-            plugin, spawn=spawn, tuning=self._tuning, note=self._note, give_up=self._gave_up
+            plugin,
+            spawn=spawn,
+            tuning=self._tuning,
+            note=self._note,
+            give_up=self._gave_up,
+            work_dir=os.path.join(self._home.root, "work", "model-provider"),
         )
 
     async def _note(self, text: str) -> None:
@@ -192,7 +214,7 @@ class AgentWorkers:
 
     # --- launching (in a thread) ----------------------------------------------------------
 
-    def _spawn_executor(self, plugin: Installed, fd: int) -> sandbox.Sandboxed:
+    def _spawn_executor(self, plugin: Installed, fd: int, output: int) -> sandbox.Sandboxed:
         core = self._bound()
         work = os.path.join(self._home.root, "work", "executor")
         os.makedirs(work, mode=0o700, exist_ok=True)
@@ -202,36 +224,51 @@ class AgentWorkers:
             read_only=[plugin.directory],
             allow_degraded=self._tuning.allow_degraded,
         )
-        return sandbox.launch(
-            profile,
-            plugin.manifest.entry,
-            [str(fd), plugin.manifest_path],
-            pass_fds=[fd],
-            env={},
-            import_paths=[],
-            kernel=self._report,
-            ready_timeout=self._tuning.launch_timeout_s,
-        )
+        return self._launch(profile, plugin, fd, output, label="executor")
 
-    def _spawn_provider(self, plugin: Installed, fd: int) -> sandbox.Sandboxed:
+    def _spawn_provider(self, plugin: Installed, fd: int, output: int) -> sandbox.Sandboxed:
         m = plugin.manifest
         work = os.path.join(self._home.root, "work", "model-provider")
         os.makedirs(work, mode=0o700, exist_ok=True)
+        proxy: str | None = None
+        if self.egress_open is not None:
+            proxy = trio.from_thread.run(self.egress_open, _egress_key(plugin), m)
         profile = sandbox.Profile.plugin(
             work_dir=work,
             egress=[sandbox.Egress(e.host, e.port) for e in m.egress],
             read_only=[plugin.directory],
             allow_degraded=self._tuning.allow_degraded,
+            egress_socket=proxy,
         )
-        return sandbox.launch(
-            profile,
-            m.entry,
-            [str(fd), plugin.manifest_path],
-            pass_fds=[fd],
-            env={},
-            import_paths=[],
-            kernel=self._report,
-            ready_timeout=self._tuning.launch_timeout_s,
+        return self._launch(profile, plugin, fd, output, label="model-provider")
+
+    def _launch(
+        self,
+        profile: sandbox.Profile,
+        plugin: Installed,
+        fd: int,
+        output: int,
+        *,
+        label: str,
+    ) -> sandbox.Sandboxed:
+        """Launch one worker in a cgroup of its own where there are cgroups."""
+        t = self._tuning
+        cgroup = worker_cgroup(self._report, t, label, t.memory_bytes, nice=profile.nice)
+        return launch_in(
+            cgroup,
+            lambda group: sandbox.launch(
+                profile,
+                plugin.manifest.entry,
+                [str(fd), plugin.manifest_path],
+                pass_fds=[fd],
+                env={},
+                import_paths=[],
+                stdout=output,  # a pipe the core copies into its log, under its name
+                stderr=output,
+                kernel=self._report,
+                ready_timeout=t.launch_timeout_s,
+                cgroup=group,
+            ),
         )
 
     def _write_manifest(self, provider: Provider, *, embedded: bool = False) -> Installed:
@@ -301,6 +338,19 @@ class AgentWorkers:
             assert self.provider is not None
             return self.provider
 
+    def context_window(self) -> int:
+        """The context window (tokens) of the provider the next model call
+        goes to: its entry's ``context_window``, or the embedded model's
+        ``n_ctx``; the default when no provider can be chosen (the call
+        will fail and say why)."""
+        try:
+            choice = self._choice()
+        except NoModelProvider:
+            return DEFAULT_CONTEXT_WINDOW
+        if choice.provider is None:
+            return LOCAL_CONTEXT_WINDOW
+        return choice.provider.context_window
+
     def _start_configured(self, choice: Choice, provider: Provider) -> None:
         assert self._nursery is not None
         self.provider = self._worker(self._write_manifest(provider), self._spawn_provider)
@@ -318,6 +368,8 @@ class AgentWorkers:
         if worker is not self.provider:
             # Its process read its config at start; the key should not linger.
             remove_config(self._home.root, worker.plugin)
+            if self.egress_close is not None:
+                self.egress_close(_egress_key(worker.plugin))
         if worker is self._local_worker:
             self._local_worker = None
             status = self._local_status
@@ -410,17 +462,21 @@ class AgentWorkers:
         return self._local_status
 
     async def complete(
-        self, request_b64: str, timeout_s: float, on_text: OnProgress | None = None
-    ) -> str:
-        """The provider's result JSON for one base64 ChatRequest, from the
-        provider ``model.provider`` names now (NoModelProvider if none);
-        ``on_text`` gets the reply's visible text as the model produces it."""
+        self, request: mpb.ChatRequest, timeout_s: float, on_text: OnProgress | None = None
+    ) -> apb.ProviderReply:
+        """The provider's reply to ``request``, from the provider
+        ``model.provider`` names now (NoModelProvider if none), within
+        ``timeout_s``; ``on_text`` gets the reply's visible text as the
+        model produces it."""
         worker = await self._provider_for_call()
         key = id(worker)
         self._inflight[key] = self._inflight.get(key, 0) + 1
         try:
-            result, _pid = await worker.call(
-                PROVIDER_TOOL, f'{{"request": "{request_b64}"}}', timeout_s, on_progress=on_text
+            result = await worker.call_typed(
+                PROVIDER_TOOL,
+                TypedCall("chat_request", request, "provider_reply"),
+                timeout_s,
+                on_progress=on_text,
             )
         finally:
             left = self._inflight.pop(key) - 1
@@ -428,7 +484,7 @@ class AgentWorkers:
                 self._inflight[key] = left
             elif worker is not self.provider:  # replaced while this call ran
                 self._stop(worker)
-        return result
+        return result.provider_reply
 
     def pids(self) -> list[tuple[str, Worker]]:
         rows = [(f"executor:{n}", w) for n, w in enumerate(self.executors)]

@@ -55,6 +55,7 @@ from naga_core.authz._minted import (
 from naga_core.authz._ratchet import (
     AUTHZ_RATCHETS,
     VIOLATIONS_FAMILY,
+    EndedTokens,
     ViolationPolicy,
     authz_raises,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "Caveat",
     "Checked",
     "Clock",
+    "EndedTokens",
     "ExpiresAt",
     "Grant",
     "InvalidCaveat",

@@ -19,8 +19,10 @@ the turn's first record's) before the token leaves the core.
 
 from __future__ import annotations
 
+import datetime
+
 from naga.tokens import Token
-from naga.v1 import authz_pb2 as apb
+from naga.v1 import authz_pb2 as zpb
 from naga.v1 import core_pb2 as cpb
 from naga_core.authz._caveats import Scope
 from naga_core.authz._errors import AuthzError
@@ -31,18 +33,18 @@ MINTED_KIND = "token.minted"
 MAX_BY_CHARS = 200
 
 
-def minted_record(token: Token, *, by: str) -> apb.TokenMinted:
+def minted_record(token: Token, *, by: str) -> zpb.TokenMinted:
     """What the ledger keeps of ``token``: everything but its secret."""
     if not by.strip():
         raise AuthzError(f"minting token {token.id.hex()} needs who asked for it")
     scope = Scope.of(token.caveats)
-    msg = apb.TokenMinted(
+    msg = zpb.TokenMinted(
         id=token.id,
         parent_id=token.lineage[0].id if token.lineage else b"",
         lineage=[a.id for a in token.lineage],
         role=sorted(scope.roles)[0] if scope.roles else "",
         principal=token.principal or "",
-        risk_ceiling=apb.RiskLevel.ValueType(int(scope.risk) + apb.RISK_LEVEL_R0),
+        risk_ceiling=zpb.RiskLevel.ValueType(int(scope.risk) + zpb.RISK_LEVEL_R0),
         trust=cpb.TrustLevel.Value(f"TRUST_LEVEL_{scope.trust.name}"),
         minted_by=by[:MAX_BY_CHARS],
     )
@@ -64,7 +66,14 @@ def stage_minted(ledger: Ledger, token: Token, *, by: str) -> int:
     return ledger.stage(Entry.of(MINTED_KIND, payload)).seq
 
 
-def describe_minted(msg: apb.TokenMinted) -> str:
+def _when(ns: int) -> str:
+    """A time a person reads (the record keeps the nanoseconds; every int64
+    of them is a date between 1677 and 2262)."""
+    when = datetime.datetime.fromtimestamp(ns / 1e9, datetime.UTC)
+    return f"{when:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def describe_minted(msg: zpb.TokenMinted) -> str:
     """One line for ``naga history``."""
     under = f"under {msg.parent_id.hex()}" if msg.parent_id else "(root)"
     parts = [f"minted {msg.role or 'role-less'} token {msg.id.hex()} {under}"]
@@ -74,12 +83,12 @@ def describe_minted(msg: apb.TokenMinted) -> str:
         parts.append(f"session {msg.session}")
     if msg.HasField("tools"):
         parts.append(f"tools [{', '.join(msg.tools.names)}]")
-    parts.append(f"risk <= {apb.RiskLevel.Name(msg.risk_ceiling).removeprefix('RISK_LEVEL_')}")
+    parts.append(f"risk <= {zpb.RiskLevel.Name(msg.risk_ceiling).removeprefix('RISK_LEVEL_')}")
     parts.append(f"trust <= {cpb.TrustLevel.Name(msg.trust).removeprefix('TRUST_LEVEL_').lower()}")
     if msg.HasField("budget_ceiling"):
         parts.append(f"budget {msg.budget_ceiling}")
     if msg.HasField("expires_at_ns"):
-        parts.append(f"expires at {msg.expires_at_ns} ns")
+        parts.append(f"expires {_when(msg.expires_at_ns)}")
     return ", ".join(parts) + f" (by {msg.minted_by})"
 
 

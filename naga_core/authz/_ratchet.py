@@ -12,11 +12,17 @@ without the owner.
   un-revoke a token or refund spending raises a privilege, so the kernel
   asks for the owner. Open the kernel with ``ratchets=(*RATCHETS,
   *AUTHZ_RATCHETS)``.
+* :class:`EndedTokens` narrows that for the core: a refund to a token that
+  can never spend again (its turn ended, so nothing holds it) raises
+  nothing live, so a rollback past a finished turn needs no owner. Open the
+  core's kernel with ``ratchets=(*RATCHETS, *ended.ratchets)``; the agent
+  tells it each turn token whose turn ended. Every other refund, and every
+  un-revocation, is still a raise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from naga_core.authz._errors import AuthzError, TokenRejected
 from naga_core.authz._ledgered import REVOKED_FAMILY, SPENT_FAMILY
@@ -86,6 +92,47 @@ class ViolationPolicy:
         return self.record(rejected.principal, f"{rejected.reason.name}: {rejected.detail}")
 
 
+class EndedTokens:
+    """Token ids that can never spend again: the agent adds each turn's
+    token when the turn ends (and, at start, every earlier turn's: their
+    executors died with the last core), and forgets it once what it spent
+    is dropped from kernel state. An id not in it fails closed (its refund
+    is a raise)."""
+
+    def __init__(self) -> None:
+        self._ids: set[bytes] = set()
+
+    def end(self, token_id: bytes) -> None:
+        """``token_id`` will never be presented again."""
+        if token_id:
+            self._ids.add(token_id)
+
+    def forget(self, token_ids: Iterable[bytes]) -> None:
+        """``token_ids``' spending is gone from kernel state: nothing is left
+        to refund."""
+        self._ids.difference_update(token_ids)
+
+    def __contains__(self, token_id: object) -> bool:
+        return token_id in self._ids
+
+    def raises(self, changes: Iterable[Change]) -> list[Change]:
+        """Like :func:`authz_raises`, but a refund to an ended token is not a
+        raise: nothing can spend under it again, so what it spent is only
+        history (the debit stays in the ledger either way)."""
+        return [c for c in changes if _unrevokes(c) or (_refunds(c) and not self._ended(c.key))]
+
+    @property
+    def ratchets(self) -> tuple[Callable[[Sequence[Change]], Sequence[Change]], ...]:
+        """This set's kernel ratchets, in place of :data:`AUTHZ_RATCHETS`."""
+        return (self.raises,)
+
+    def _ended(self, key: str) -> bool:
+        try:
+            return bytes.fromhex(key) in self._ids
+        except ValueError:
+            return False  # not written by BudgetAccount: fail closed
+
+
 def authz_raises(changes: Iterable[Change]) -> list[Change]:
     """The changes that lift a revocation or refund spending."""
     return [c for c in changes if _unrevokes(c) or _refunds(c)]
@@ -105,4 +152,10 @@ def _amount(value: object) -> int:
 
 AUTHZ_RATCHETS = (authz_raises,)
 
-__all__ = ["AUTHZ_RATCHETS", "VIOLATIONS_FAMILY", "ViolationPolicy", "authz_raises"]
+__all__ = [
+    "AUTHZ_RATCHETS",
+    "VIOLATIONS_FAMILY",
+    "EndedTokens",
+    "ViolationPolicy",
+    "authz_raises",
+]

@@ -25,13 +25,16 @@ from naga.v1 import core_pb2 as cpb
 from naga_core._home import Home
 from naga_core._sdnotify import take_notify_environ
 from naga_core.agent import LOCAL_MODEL_ROLE
+from naga_core.cli._console_cmds import login_line
 from naga_core.cli._output import Outcome
 from naga_core.daemon import (
+    LOG_FORMAT,
     CoreConfig,
     CoreExit,
     CoreInfo,
     GatewayOptions,
     RunDir,
+    log_to_run_dir,
     running_pid,
     serve_core,
 )
@@ -73,9 +76,11 @@ def start(args: argparse.Namespace, home: Home) -> Outcome:
 
 
 def _foreground(home: Home, ready_fd: int | None, gateway: GatewayOptions) -> Outcome:
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
-    )
+    # The level is in the line: the console's logs page filters by it.
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format=LOG_FORMAT)
+    run_dir = RunDir(home)
+    run_dir.prepare()
+    log_to_run_dir(run_dir.log_path)
     # Read systemd's notify variables and take them out of the environment
     # the core's children will inherit.
     notify = take_notify_environ(os.environ)
@@ -94,7 +99,9 @@ def _foreground(home: Home, ready_fd: int | None, gateway: GatewayOptions) -> Ou
     async def main() -> None:
         async with trio.open_nursery() as nursery:
             info: CoreInfo = await nursery.start(run)
-            for line in _serving_lines(info, gateway):
+            # Asked over the socket from a thread: the core answers on this loop.
+            login = await trio.to_thread.run_sync(login_line, home, info.webchat_url)
+            for line in _serving_lines(info, gateway, login):
                 sys.stdout.write(line + "\n")
             sys.stdout.flush()
             if ready_fd is not None:
@@ -120,13 +127,13 @@ def _sole(exc: BaseException) -> BaseException:
     return _sole(group.exceptions[0]) if len(group.exceptions) == 1 else group
 
 
-def _serving_lines(info: CoreInfo, gateway: GatewayOptions) -> list[str]:
+def _serving_lines(info: CoreInfo, gateway: GatewayOptions, login: str) -> list[str]:
     lines = [
         f"naga-core serving on unix:{info.socket} (pid {info.pid})",
         f"home: {info.home}",
     ]
     if info.webchat_url:
-        lines.append(f"WebChat console: {info.webchat_url}")
+        lines.append(login)
     elif gateway.enabled:
         where = "on its port" if gateway.port is None else f"on port {gateway.port}"
         lines.append(
@@ -209,7 +216,7 @@ def _detached(home: Home, gateway: GatewayOptions) -> Outcome:
         f"log: {rd.log_path}",
     ]
     if url:
-        lines.append(f"WebChat console: {url}")
+        lines.append(login_line(home, url))
     elif gateway.enabled:
         lines.append("the gateway did not come up (see `naga daemon status`)")
     return Outcome(0, data, lines)

@@ -7,14 +7,18 @@ ledger itself, so with no core they fail saying how to start it.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+import urllib.parse
 from typing import Any
 
 from naga.sdk import Client
 from naga.v1 import core_pb2 as cpb
 from naga.v1 import kernel_pb2 as kpb
 from naga_core._home import Home
+from naga_core._providers import Providers, ProvidersFileError, providers_path
 from naga_core.cli._output import Outcome
+from naga_core.errors import CommandRefused
 
 _FORMS = {
     kpb.EFFECT_FORM_REGISTER: "register",
@@ -95,13 +99,42 @@ def history(args: argparse.Namespace, home: Home) -> Outcome:
     return Outcome(0, data, lines)
 
 
-def rollback(args: argparse.Namespace, home: Home) -> Outcome:
-    to_seq: int = args.to
-    dry_run: bool = args.dry_run
-    with _connect(home) as core:
-        # The owner's CLI acts for the owner: a rollback that brings back a
-        # privilege is the owner's call, and this is the owner asking.
-        resp = core.rollback(to_seq, dry_run=dry_run, by_owner=True)
+def change_words(family: str, key: str, now: Any, after: Any) -> str:
+    """What undoing one state change does, in words a person reads:
+    "disable plugin clock", "set agent.max_steps back to 8"."""
+    name = key.replace(":", " ")
+    if family == "component.enabled":
+        return f"disable {name}" if after is None else f"enable {name}"
+    if family == "component":
+        return f"stop {name}" if after is None else f"start {name}"
+    if family == "setting":
+        return (
+            f"reset {key} to its default" if after is None else f"set {key} back to {_shown(after)}"
+        )
+    if family == "trust":
+        if after is None:
+            return f"remove {key} from the trust table"
+        return f"set {key}'s trust back to {_LEVEL_WORDS.get(after, _shown(after))}"
+    if family == "plugin.version":
+        return f"switch plugin {key} back to version {_shown(after)}"
+    verb = "remove" if after is None else "restore"
+    return f"{verb} {family} {key}" + ("" if after is None else f" ({_shown(after)})")
+
+
+_LEVEL_WORDS: dict[Any, str] = {1: "untrusted", 2: "guest", 3: "known", 4: "owner"}
+_LEVEL_WORDS.update({v: v for v in ("untrusted", "guest", "known", "owner")})
+
+
+def action_words(name: str, args: dict[str, Any]) -> str:
+    """A world action a rollback runs, in words: "start plugin clock"."""
+    what = " ".join(str(v).replace(":", " ") for v in args.values()) if args else ""
+    verb = {"component.start": "start", "component.stop": "stop"}.get(name)
+    if verb is not None:
+        return f"{verb} {what}".strip()
+    return f"run {name}" + (f" on {what}" if what else "")
+
+
+def _preview(resp: cpb.RollbackResponse, dry_run: bool) -> dict[str, Any]:
     p = resp.preview
     changes = [
         {
@@ -112,32 +145,72 @@ def rollback(args: argparse.Namespace, home: Home) -> Outcome:
         }
         for c in p.changes
     ]
-    actions = [a.name for a in p.world_actions]
-    data: dict[str, Any] = {
+    for c in changes:
+        c["words"] = change_words(c["family"], c["key"], c["before"], c["after"])
+    actions = [
+        {
+            "name": a.name,
+            "words": action_words(a.name, {k: _scalar(v) for k, v in sorted(a.args.items())}),
+        }
+        for a in p.world_actions
+    ]
+    return {
         "dry_run": dry_run,
         "to_seq": p.to_seq,
         "through_seq": p.through_seq,
         "effects_undone": p.effects,
         "changes": changes,
-        "world_actions": actions,
+        "world_actions": [a["name"] for a in actions],
+        "world_action_words": [a["words"] for a in actions],
         "irreversible_seqs": list(p.irreversible_seqs),
         "seq": resp.seq if resp.HasField("seq") else None,
     }
-    head = (
-        f"dry run: rolling back to {p.to_seq} would undo {p.effects} effect(s) "
-        f"({p.to_seq + 1}..{p.through_seq})"
-        if dry_run
-        else f"rolled back to {p.to_seq}: undid {p.effects} effect(s) as ledger entry {resp.seq}"
-    )
-    lines = [head]
+
+
+def _preview_lines(data: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    if data["effects_undone"] == 0:
+        return [f"nothing to undo after entry {data['to_seq']}"]
+    lines += [f"  {c['words']}" for c in data["changes"]]
+    lines += [f"  {w}" for w in data["world_action_words"]]
     lines += [
-        f"  {c['family']}/{c['key']}: {_shown(c['before'])} -> {_shown(c['after'])}"
-        for c in changes
+        f"  cannot undo entry {s}: it stays done (irreversible)" for s in data["irreversible_seqs"]
     ]
-    lines += [f"  runs: {name}" for name in actions]
-    lines += [f"  cannot undo entry {s} (irreversible; it stays done)" for s in p.irreversible_seqs]
-    if dry_run:
-        lines.append("nothing was changed")
+    return lines
+
+
+def rollback(args: argparse.Namespace, home: Home) -> Outcome:
+    to_seq: int = args.to
+    dry_run: bool = args.dry_run
+    yes: bool = getattr(args, "yes", False)
+    as_json: bool = args.json
+    with _connect(home) as core:
+        # The owner's CLI acts for the owner: a rollback that brings back a
+        # privilege is the owner's call, and this is the owner asking.
+        preview = _preview(core.rollback(to_seq, dry_run=True, by_owner=True), True)
+        span = f"{preview['to_seq'] + 1}..{preview['through_seq']}"
+        head = (
+            f"rolling back to {to_seq} would undo {preview['effects_undone']} effect(s) ({span}):"
+        )
+        if dry_run or preview["effects_undone"] == 0:
+            lines = [f"dry run: {head}", *_preview_lines(preview), "nothing was changed"]
+            return Outcome(0, preview, lines)
+        if not yes:
+            if as_json or not sys.stdin.isatty():
+                raise CommandRefused(
+                    f"rollback to {to_seq} would undo {preview['effects_undone']} effect(s); "
+                    "add --yes to do it, or --dry-run to see what it would undo"
+                )
+            sys.stdout.write("\n".join([head, *_preview_lines(preview)]) + "\n")
+            answer = input(f"undo these {preview['effects_undone']} effect(s)? [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                return Outcome(1, {**preview, "dry_run": True}, ["cancelled: nothing was changed"])
+        data = _preview(core.rollback(to_seq, dry_run=False, by_owner=True), False)
+    lines = [
+        f"rolled back to {to_seq}: undid {data['effects_undone']} effect(s) "
+        f"as ledger entry {data['seq']}",
+        *_preview_lines(data),
+    ]
     return Outcome(0, data, lines)
 
 
@@ -178,8 +251,28 @@ TAKES_EFFECT = {
     "model.provider": "takes effect from the next model call (the provider worker is switched)",
     "gateway.port": "the core's gateway moves to this port now, unless the core was started "
     "with --gateway-port; open the console at the new port",
-    "lanes.max_concurrent": "the gateway applies it now, to turns that start from now on",
+    "lanes.max_concurrent": "the core applies it now: waiting turns start if it rose",
     "lanes.queue_mode": "the gateway applies it now, to messages sent without a mode",
+    "workspace.path": "tool calls use it from the next one; the fs plugin sees it from its "
+    "next start (naga plugin disable fs; naga plugin enable fs)",
+    "tools.max_risk": "takes effect from the next turn",
+    "tools.approve_from": "takes effect from the next tool call (and the next turn's offer)",
+    "tools.approval_timeout_s": "takes effect from the next approval asked",
+    "egress.loopback_hosts": "takes effect from the next connection a plugin opens",
+    "web.allowed_hosts": "takes effect from the next connection web.fetch opens",
+    "wechat.api_base": "takes effect from the next QR login and the WeChat plugin's next "
+    "connection (its egress follows)",
+    "wechat.cdn_base": "takes effect from the WeChat plugin's next media transfer "
+    "(its egress follows)",
+    "ledger.snapshot_every": "takes effect from the next start-up snapshot due",
+    "constitution.check_s": "takes effect from the next check of the constitution",
+    "skills.offer_max": "takes effect from the next turn's prompt",
+    "skills.offer_tokens": "takes effect from the next turn's prompt",
+    "skills.review": "takes effect from the next turn that ends",
+    "skills.review_min_tools": "takes effect from the next turn that ends",
+    "skills.duplicate_threshold": "takes effect from the next skill written or curation",
+    "skills.stale_days": "takes effect from the next curation",
+    "skills.curate_every_h": "takes effect from the next idle-time check of the curator",
 }
 
 
@@ -192,7 +285,29 @@ def _changed(resp: cpb.SetSettingResponse, unchanged: str) -> Outcome:
     return Outcome(0, {**d, "seq": seq, "takes_effect": when}, lines)
 
 
+def check_provider(home: Home, value: str) -> None:
+    """Refuse a ``model.provider`` value that names no provider: caught
+    here rather than at the next turn."""
+    if value in ("", "local"):
+        return
+    path = providers_path(home)
+    try:
+        names = sorted(Providers.load(home).by_name)
+    except ProvidersFileError as exc:
+        raise CommandRefused(
+            f"cannot set model.provider to {value!r}: {exc.reason} ({path}); "
+            "fix the file (`naga doctor` checks it) or use 'local' for the embedded model"
+        ) from None
+    if value not in names:
+        raise CommandRefused(
+            f"model.provider: {value!r} is not a provider of {path} "
+            f"(it lists: {', '.join(names)}; or 'local' for the embedded model)"
+        )
+
+
 def config_set(args: argparse.Namespace, home: Home) -> Outcome:
+    if args.name == "model.provider":
+        check_provider(home, args.value)
     with _connect(home) as core:
         resp = core.set_setting_text(args.name, args.value)
     return _changed(resp, "unchanged: it already held that value")
@@ -204,10 +319,41 @@ def config_reset(args: argparse.Namespace, home: Home) -> Outcome:
     return _changed(resp, "unchanged: it had no value set")
 
 
+def _served_port(core: Client) -> int | None:
+    """The port the running core's gateway serves on, if it runs one."""
+    for row in core.status().processes:
+        if row.role == "gateway" and row.state == cpb.PROCESS_STATE_RUNNING and row.detail:
+            port = urllib.parse.urlsplit(row.detail).port
+            if port:
+                return port
+    return None
+
+
 def config_list(_args: argparse.Namespace, home: Home) -> Outcome:
+    """Every setting as in effect, and where its value comes from: the
+    ledger (set), the default, or for gateway.port a --gateway-port flag
+    that wins over both while the core runs."""
     with _connect(home) as core:
         rows = [_setting_data(s) for s in core.list_settings()]
-    return Outcome(0, {"settings": rows}, [_setting_line(d) for d in rows])
+        served = _served_port(core)
+    lines: list[str] = []
+    for d in rows:
+        d["source"] = "set" if d["explicit"] else "default"
+        d["effective"] = d["value"]
+        if d["name"] == "gateway.port" and served is not None and served != d["value"]:
+            d["source"] = "--gateway-port"
+            d["effective"] = served
+        lines.append(_list_line(d))
+    return Outcome(0, {"settings": rows}, lines)
+
+
+def _list_line(d: dict[str, Any]) -> str:
+    where = {
+        "set": "set in the ledger",
+        "default": "default",
+        "--gateway-port": f"the core's --gateway-port flag; the setting says {_shown(d['value'])}",
+    }[d["source"]]
+    return f"{d['name']} = {_shown(d['effective'])}  ({where}; {d['rule']})"
 
 
 # --- trust ---------------------------------------------------------------------------

@@ -17,10 +17,7 @@ from naga_core._store import blob_store, open_ledger, projection_path, verifier_
 from naga_core.cli._output import Outcome, Progress
 from naga_core.daemon import running_pid
 from naga_core.errors import ConfigError
-from naga_core.ledger import InclusionProof
-from naga_core.ledger._fs import OsFileSystem
-from naga_core.ledger._projection import Projection
-from naga_core.ledger._verify import verify_ledger
+from naga_core.ledger import InclusionProof, OsFileSystem, Projection, verify_ledger
 
 
 def _refuse_while_serving(home: Home, action: str) -> None:
@@ -80,6 +77,12 @@ def recover(_args: argparse.Namespace, home: Home) -> Outcome:
     _refuse_while_serving(home, "recover")
     with open_ledger(home, create=False) as ledger:
         rep = ledger.report
+        # What a start does too: a projection behind the log catches up.
+        projection = Projection.open(projection_path(home))
+        try:
+            caught = projection.catch_up(ledger)
+        finally:
+            projection.close()
     data = {
         "ok": True,
         "records": rep.size,
@@ -87,10 +90,15 @@ def recover(_args: argparse.Namespace, home: Home) -> Outcome:
             {"path": c.path, "offset": c.offset, "bytes": c.bytes_cut, "reason": c.reason}
             for c in rep.cut
         ],
-        "removed": list(rep.removed),
+        "removed": [*rep.removed, *rep.blobs_cleaned],
+        "projection_applied": caught.applied,
+        "projection_rebuilt": caught.rebuilt,
     }
     lines = rep.lines()
-    if not rep.cut and not rep.removed:
+    if caught.applied:
+        how = f"rebuilt ({caught.reason})" if caught.rebuilt else "caught up"
+        lines.append(f"projection {how}: {caught.applied} records applied")
+    if not rep.cleaned and not caught.applied:
         lines.append("nothing to recover")
     return Outcome(0, data, lines)
 

@@ -8,23 +8,36 @@ function, so groups built on other branches (``daemon install``,
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import re
 import sys
-from collections.abc import Callable, Sequence
-from typing import TypeAlias
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import NoReturn, TypeAlias, cast
 
+from naga.console import ConsoleError
 from naga.sdk.errors import SdkError
 from naga_core._home import Home
 from naga_core.cli import (
+    _approve_cmds,
+    _audit_cmd,
     _chat_cmd,
+    _console_cmds,
+    _constitution_cmds,
     _daemon_cmds,
     _doctor_cmd,
     _install_cmd,
+    _job_cmds,
     _kernel_cmds,
     _ledger_cmds,
+    _log_cmd,
+    _memory_cmds,
     _plugin_cmds,
     _replay_cmds,
     _run_cmd,
+    _session_cmds,
+    _skill_cmds,
+    _wechat_cmds,
 )
 from naga_core.cli._output import Outcome
 from naga_core.daemon import WEBCHAT_HOST, WEBCHAT_PORT
@@ -33,6 +46,40 @@ from naga_core.errors import NagaError
 Handler = Callable[[argparse.Namespace, Home], Outcome]
 # What add_subparsers returns; argparse does not export the class.
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # pyright: ignore[reportPrivateUsage]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a did-you-mean: a mistyped command or choice gets the
+    closest names it could have meant. Every sub-parser is of this class
+    (add_subparsers makes them so), whichever module added it."""
+
+    def error(self, message: str) -> NoReturn:
+        m = re.search(r"invalid choice: '([^']*)'", message)
+        if m is not None:
+            typed = m.group(1)
+            names = [n for a in self._actions for n in _choices(a)]
+            close = difflib.get_close_matches(typed, names, n=3, cutoff=0.6)
+            if close:
+                message = f"unknown {self._word()} {typed!r}; did you mean {_either(close)}?"
+            else:
+                message = f"unknown {self._word()} {typed!r} (one of: {', '.join(names)})"
+        super().error(message)
+
+    def _word(self) -> str:
+        return "command" if self.prog == "naga" else "action"
+
+
+def _choices(action: argparse.Action) -> Iterator[str]:
+    """The names a positional argument takes (sub-commands, choices)."""
+    if action.option_strings:
+        return
+    choices: Iterable[object] = cast("Iterable[object]", action.choices or ())
+    yield from (str(c) for c in choices)
+
+
+def _either(names: list[str]) -> str:
+    quoted = [f"'{n}'" for n in names]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -53,19 +100,40 @@ def _command(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="naga", description="Naga, a personal AI agent runtime")
+    # Typed as the base class: the sub-parsers are _Parser too, at run time.
+    parser = cast(
+        argparse.ArgumentParser,
+        _Parser(prog="naga", description="Naga, a personal AI agent runtime"),
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _command(sub, "run", _run_cmd.run, "check the home and ledger once (see README)")
     _add_daemon(sub)
     _add_kernel(sub)
     _add_ledger(sub)
     _add_plugin(sub)
+    _add_approve(sub)
     _add_replay(sub)
+    _wechat_cmds.add(sub, _command)
+    _skill_cmds.add(sub, _command)
+    _constitution_cmds.add(sub, _command)
+    _audit_cmd.add(sub, _command)
+    _job_cmds.add_commands(sub, _command)
+    _memory_cmds.add(sub, _command)
+    _session_cmds.add(sub, _command, _session, _limit)
+    _add_console(sub)
     chat = _command(sub, "chat", _chat_cmd.chat, _chat_cmd.HELP)
-    chat.add_argument("text", metavar="TEXT")
     chat.add_argument(
-        "--session", default=_chat_cmd.DEFAULT_SESSION, help="the session (default: cli)"
+        "text", metavar="TEXT", nargs="?", default=None, help="omitted: an interactive chat"
     )
+    chat.add_argument(
+        "--session",
+        type=_session,
+        default=_chat_cmd.DEFAULT_SESSION,
+        help=f"the session (default: {_chat_cmd.DEFAULT_SESSION}, the console's too)",
+    )
+    log = _command(sub, "log", _log_cmd.log, _log_cmd.HELP)
+    log.add_argument("session", type=_session, metavar="SESSION")
+    log.add_argument("--limit", type=_limit, default=200, help="entries (1..1000, default 200)")
     doctor = sub.add_parser("doctor", help=_doctor_cmd.HELP)
     _common(doctor)
     _doctor_cmd.configure(doctor)
@@ -110,7 +178,7 @@ def _add_daemon(sub: Subparsers) -> None:
 
 def _add_kernel(sub: Subparsers) -> None:
     history = _command(sub, "history", _kernel_cmds.history, "recent ledger entries")
-    history.add_argument("--limit", type=_positive, default=20, help="entries (default 20)")
+    history.add_argument("--limit", type=_limit, default=20, help="entries (1..1000, default 20)")
 
     rollback = _command(
         sub, "rollback", _kernel_cmds.rollback, "keep entry SEQ, undo every later effect"
@@ -119,6 +187,9 @@ def _add_kernel(sub: Subparsers) -> None:
         "--to", type=_seq_or_start, required=True, metavar="SEQ", help="entry to keep (-1: all)"
     )
     rollback.add_argument("--dry-run", action="store_true", help="preview only")
+    rollback.add_argument(
+        "--yes", action="store_true", help="do it without asking (the preview is still shown)"
+    )
 
     config = sub.add_parser("config", help="typed settings")
     csub = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
@@ -156,9 +227,23 @@ def _add_ledger(sub: Subparsers) -> None:
 
 
 def _add_plugin(sub: Subparsers) -> None:
-    plugin = sub.add_parser("plugin", help="plugins: list, enable, disable, replace, call")
+    plugin = sub.add_parser(
+        "plugin", help="plugins: list, install, remove, enable, disable, replace, call"
+    )
     psub = plugin.add_subparsers(dest="plugin_command", required=True, metavar="ACTION")
     _command(psub, "list", _plugin_cmds.list_plugins, "every installed plugin and its state")
+    install = _command(
+        psub, "install", _plugin_cmds.install, "show what a plugin asks; install it if approved"
+    )
+    install.add_argument("source", metavar="PATH", help="a plugin folder or a .tar(.gz) of one")
+    install.add_argument("--yes", action="store_true", help="approve what it asks without a prompt")
+    install.add_argument(
+        "--allow-local-network",
+        action="store_true",
+        help="also approve egress to this machine or its private network (refused otherwise)",
+    )
+    remove = _command(psub, "remove", _plugin_cmds.remove, "uninstall a home plugin (an effect)")
+    remove.add_argument("name", metavar="NAME")
     enable = _command(
         psub, "enable", _plugin_cmds.enable, "enable a plugin (or retry a failed one)"
     )
@@ -179,6 +264,22 @@ def _add_plugin(sub: Subparsers) -> None:
     call.add_argument("--timeout", type=_seconds, default=None, help="seconds to wait")
 
 
+def _add_approve(sub: Subparsers) -> None:
+    approve = sub.add_parser("approve", help="tool calls waiting for the owner: list, allow, deny")
+    asub = approve.add_subparsers(dest="approve_command", required=True, metavar="ACTION")
+    _command(asub, "list", _approve_cmds.list_approvals, "the tool calls waiting for approval")
+    for name, handler, text in (
+        ("allow", _approve_cmds.allow, "run the waiting call, once"),
+        ("deny", _approve_cmds.deny, "refuse the waiting call"),
+    ):
+        _command(asub, name, handler, text).add_argument("id", metavar="ID")
+
+
+def _add_console(sub: Subparsers) -> None:
+    for name in ("console", "dashboard"):  # dashboard: OpenClaw's word for it
+        _console_cmds.configure(_command(sub, name, _console_cmds.console, _console_cmds.HELP))
+
+
 def _add_replay(sub: Subparsers) -> None:
     replay = sub.add_parser("replay", help=_replay_cmds.HELP)
     rsub = replay.add_subparsers(dest="replay_command", required=True, metavar="ACTION")
@@ -187,6 +288,12 @@ def _add_replay(sub: Subparsers) -> None:
     )
     export.add_argument("session", metavar="SESSION")
     export.add_argument("-o", "--output", required=True, metavar="FILE", help="the bundle")
+    export.add_argument(
+        "--at",
+        type=int,
+        metavar="SIZE",
+        help="export the state of the first SIZE records (core stopped; default: all)",
+    )
     run = _command(rsub, "run", _replay_cmds.run, "verify a bundle and re-run its turns against it")
     run.add_argument("file", metavar="FILE")
     run.add_argument(
@@ -194,6 +301,15 @@ def _add_replay(sub: Subparsers) -> None:
         action="store_true",
         help="replay records that no longer match their proofs (warns)",
     )
+
+
+def _session(text: str) -> str:
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_.:-]{0,127}", text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a session name (lowercase letters, digits and _ . : -, "
+            "starting with a letter or digit, at most 128)"
+        )
+    return text
 
 
 def _seconds(text: str) -> float:
@@ -208,9 +324,19 @@ def _seconds(text: str) -> float:
 
 def _whole(text: str) -> int:
     try:
-        return int(text, 10)
+        value = int(text, 10)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if abs(value) > 2**62:
+        raise argparse.ArgumentTypeError(f"{text} is too large")
+    return value
+
+
+def _limit(text: str) -> int:
+    value = _whole(text)
+    if not 1 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"{value} is not in 1..1000")
+    return value
 
 
 def _port(text: str) -> int:
@@ -224,13 +350,6 @@ def _nonnegative(text: str) -> int:
     value = _whole(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value} is negative")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = _whole(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
     return value
 
 
@@ -248,15 +367,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         home = Home.resolve(args.home)
         outcome = handler(args, home)
-    except (NagaError, SdkError, OSError) as exc:
+    except (NagaError, SdkError, ConsoleError, OSError) as exc:
         # OSError: a file of the home that cannot be read (a directory where
         # the key file belongs, EIO, EACCES); its message names the path.
         # SdkError: the core refused, or is not running (the message says
-        # how to start it).
+        # how to start it). ConsoleError: the console's gateway refused.
         if as_json:
             sys.stdout.write(json.dumps({"ok": False, "error": str(exc)}) + "\n")
         sys.stderr.write(f"naga: {exc}\n")
         return 1
+    except KeyboardInterrupt:
+        sys.stderr.write("naga: interrupted\n")
+        return 130
     return outcome.emit(as_json)
 
 

@@ -1,5 +1,11 @@
-"""``naga plugin list | enable NAME | disable NAME | replace NAME VERSION |
-call NAME TOOL [JSON]``: the plugins of the running core (naga.sdk).
+"""``naga plugin list | install PATH|ARCHIVE [--yes] | remove NAME |
+enable NAME | disable NAME | replace NAME VERSION | call NAME TOOL [JSON]``:
+the plugins of the running core (naga.sdk).
+
+``install`` shows what the manifest asks (capabilities, egress, tools and
+their risk levels, the code's sha256) and installs only with the owner's
+yes (the prompt, or ``--yes``); the core installs exactly the code shown.
+Install and remove are ledger effects like enable and disable.
 
 Enable, disable and replace are effects in the ledger (``naga history``
 shows them; ``naga rollback`` undoes them). Exit status: 0 done (or nothing
@@ -11,6 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
+import tempfile
 from typing import Any
 
 from naga.sdk import Client
@@ -18,6 +27,7 @@ from naga.v1 import plugin_pb2 as ppb
 from naga.v1 import plugin_service_pb2 as spb
 from naga_core._home import Home
 from naga_core.cli._output import Outcome
+from naga_core.plugins import code_hash, consent, read_manifest, unpack
 
 #: How long enable and replace wait for the worker to run.
 WAIT_S = 30.0
@@ -127,4 +137,81 @@ def call(args: argparse.Namespace, home: Home) -> Outcome:
     )
 
 
-__all__ = ["call", "disable", "enable", "list_plugins", "replace"]
+def install(args: argparse.Namespace, home: Home) -> Outcome:
+    source = os.path.abspath(args.source)
+    with tempfile.TemporaryDirectory(prefix="naga-install-") as staging:
+        found = unpack(source, staging)
+        manifest = read_manifest(found, source, local_network=args.allow_local_network)
+        digest = code_hash(found)
+    shown = consent(manifest, digest, source)
+    if args.allow_local_network:
+        shown.insert(-1, "  and you allow it egress to this machine or its private network")
+    asks: dict[str, Any] = {
+        "name": manifest.name,
+        "version": manifest.version,
+        "kind": manifest.kind.value,
+        "capabilities": sorted(manifest.capabilities),
+        "egress": [{"host": e.host, "port": e.port} for e in manifest.egress],
+        "tools": [{"name": t.name, "risk": f"R{int(t.risk)}"} for t in manifest.tools],
+        "code_hash": digest,
+    }
+    if not args.yes and not _approved(shown, as_json=args.json):
+        refused = "not installed: the owner did not approve it (answer y, or pass --yes)"
+        data = {"ok": False, "installed": False, "asks": asks, "error": refused}
+        sys.stderr.write(f"naga: {refused}\n")
+        return Outcome(1, data, [] if sys.stdin.isatty() else shown)
+    with Client.connect(home.root) as core:
+        done = core.install_plugin(source, digest, local_network=args.allow_local_network)
+    lines = [] if (sys.stdin.isatty() and not args.yes) else list(shown)
+    lines.append(
+        f"installed {done.name} {done.version} in {done.directory} (ledger entry {done.seq})"
+    )
+    if done.previous_versions:
+        lines.append(f"  beside {', '.join(done.previous_versions)}; the newest runs")
+    if done.restart_needed:
+        lines.append("  a new plugin: restart the core to load it (naga daemon stop; start)")
+    else:
+        lines.append(f"  `naga plugin enable {done.name}` runs it")
+    data = {
+        "ok": True,
+        "installed": True,
+        "asks": asks,
+        "directory": done.directory,
+        "seq": done.seq,
+        "previous_versions": list(done.previous_versions),
+        "restart_needed": done.restart_needed,
+    }
+    return Outcome(0, data, lines)
+
+
+def _approved(shown: list[str], *, as_json: bool) -> bool:
+    """The owner's answer at the prompt; no prompt without a terminal."""
+    if as_json or not sys.stdin.isatty():
+        return False
+    for line in shown:
+        sys.stdout.write(line + "\n")
+    try:
+        answer = input("Install it? [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def remove(args: argparse.Namespace, home: Home) -> Outcome:
+    with Client.connect(home.root) as core:
+        done = core.remove_plugin(args.name)
+    lines = [f"removed {args.name} (ledger entry {done.seq}); its files stay, never run:"]
+    lines += [f"  {d}" for d in done.directories]
+    data = {"ok": True, "removed": list(done.directories), "seq": done.seq}
+    return Outcome(0, data, lines)
+
+
+__all__ = [
+    "call",
+    "disable",
+    "enable",
+    "install",
+    "list_plugins",
+    "remove",
+    "replace",
+]

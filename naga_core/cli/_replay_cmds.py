@@ -17,7 +17,8 @@ from naga_core._home import Home
 from naga_core._store import blob_store, open_ledger
 from naga_core.cli._output import Outcome
 from naga_core.daemon import running_pid
-from naga_core.errors import ConfigError
+from naga_core.errors import CommandRefused, ConfigError
+from naga_core.memory import Sealer
 from naga_core.replay import (
     BundleInvalid,
     CoreSource,
@@ -36,13 +37,17 @@ MAX_BUNDLE_BYTES = 1 << 30
 def export(args: argparse.Namespace, home: Home) -> Outcome:
     session: str = args.session
     target: str = args.output
+    at: int | None = args.at
     online = running_pid(home) is not None
+    if online and at is not None:
+        raise CommandRefused("--at reads the ledger files: stop the core first (naga daemon stop)")
     if online:
         with Client.connect(home.root) as core:
-            bundle = export_trace(CoreSource(core), session)
+            bundle = export_trace(CoreSource(core), session, Sealer.reader(home))
     else:
         with open_ledger(home, create=False) as ledger:
-            bundle = export_trace(LedgerSource(ledger, blob_store(home)), session)
+            source = LedgerSource(ledger, blob_store(home), at)
+            bundle = export_trace(source, session, Sealer.reader(home))
     data = encode_bundle(bundle)
     _write_atomically(target, data)
     turns = sum(r.kind == "turn.message" for r in bundle.records)

@@ -15,7 +15,7 @@ from naga_core._store import open_ledger, projection_path
 from naga_core.cli._output import Outcome
 from naga_core.daemon import running_pid
 from naga_core.errors import ConfigError
-from naga_core.ledger._projection import Projection
+from naga_core.ledger import Projection
 
 
 def run(_args: argparse.Namespace, home: Home) -> Outcome:
@@ -41,8 +41,8 @@ def run(_args: argparse.Namespace, home: Home) -> Outcome:
         + (f", rebuilt: {caught.reason})" if caught.rebuilt else ")"),
         "",
         "Start the core with `naga daemon start` (or `make run`, which keeps it in the",
-        "foreground). The agent and the WebChat console are not built yet, so there is no",
-        "WebChat URL to open; see README.md, 'Status'.",
+        "foreground): it serves the WebChat console and prints its URL (`naga daemon",
+        'status` shows it again); `naga chat "hello"` talks to the agent from here.',
     ]
     data = {
         "home": home.root,

@@ -22,9 +22,17 @@ from naga_core.daemon._auth import (
     Unconditional,
 )
 from naga_core.daemon._bridge import Bridge, Cursor, Method, Stream, Unary
+from naga_core.daemon._console_login import (
+    LOGIN_COMMAND,
+    ConsoleKeyError,
+    ConsoleLogins,
+    console_key_path,
+)
 from naga_core.daemon._core import CoreInfo
+from naga_core.daemon._core_log import LOG_FORMAT, log_to_run_dir
 from naga_core.daemon._credentials import CoreAuthorizer
 from naga_core.daemon._errors import (
+    ConsoleProofRequired,
     CoreAlreadyRunning,
     CoreStopping,
     CredentialMissing,
@@ -38,11 +46,18 @@ from naga_core.daemon._policy import POLICY, VISIBLE_KINDS, Rule, rule_for
 from naga_core.daemon._rundir import RunDir, running_pid
 from naga_core.daemon._serve import CoreConfig, CoreExit, serve_core
 from naga_core.daemon._standing import RELOOK_S, RevocationWatch, TokenStanding, TrustWatch
-from naga_core.daemon._status import REJECTION_STATUS, status_of
+from naga_core.daemon._startup import Opened, open_state, snapshot_store
+from naga_core.daemon._status import REJECTION_STATUS, STATUS_OF, refusal_of, status_of
 
 __all__ = [
+    "LOGIN_COMMAND",
+    "LOG_FORMAT",
+    "ConsoleKeyError",
+    "ConsoleLogins",
+    "console_key_path",
     "POLICY",
     "REJECTION_STATUS",
+    "STATUS_OF",
     "RELOOK_S",
     "VISIBLE_KINDS",
     "WEBCHAT_HOST",
@@ -57,6 +72,7 @@ __all__ = [
     "CoreExit",
     "CoreInfo",
     "CoreStopping",
+    "ConsoleProofRequired",
     "CredentialMissing",
     "CredentialRefused",
     "Cursor",
@@ -77,8 +93,13 @@ __all__ = [
     "TrustWatch",
     "Unary",
     "Unconditional",
+    "log_to_run_dir",
     "rule_for",
     "running_pid",
     "serve_core",
+    "Opened",
+    "open_state",
+    "snapshot_store",
+    "refusal_of",
     "status_of",
 ]

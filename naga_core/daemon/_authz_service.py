@@ -19,7 +19,7 @@ from collections.abc import Generator, Iterable
 from naga import tokens
 from naga.constants import TOKEN_ID_BYTES
 from naga.tokens import MAX_INT64, Risk, Token, ToolsAllowed
-from naga.v1 import authz_pb2 as apb
+from naga.v1 import authz_pb2 as zpb
 from naga_core.authz import (
     BudgetAccount,
     Grant,
@@ -49,14 +49,14 @@ class AuthzServicer:
 
     def methods(self) -> list[Method]:
         return [
-            Unary("Mint", apb.MintRequest, self.mint, check_mint),
-            Unary("Spawn", apb.SpawnRequest, self.spawn, check_spawn),
-            Unary("Revoke", apb.RevokeRequest, self.revoke, check_revoke),
-            Unary("Spend", apb.SpendRequest, self.spend, check_spend),
-            Unary("Inspect", apb.InspectRequest, self.inspect),
+            Unary("Mint", zpb.MintRequest, self.mint, check_mint),
+            Unary("Spawn", zpb.SpawnRequest, self.spawn, check_spawn),
+            Unary("Revoke", zpb.RevokeRequest, self.revoke, check_revoke),
+            Unary("Spend", zpb.SpendRequest, self.spend, check_spend),
+            Unary("Inspect", zpb.InspectRequest, self.inspect),
         ]
 
-    def mint(self, p: Principal, req: apb.MintRequest) -> apb.MintResponse:
+    def mint(self, p: Principal, req: zpb.MintRequest) -> zpb.MintResponse:
         with _caveat_errors():
             token = self._authority.mint(
                 req.role,
@@ -70,9 +70,9 @@ class AuthzServicer:
             )
         grant = self._settle(token)
         self._record(token, by=p.name)
-        return apb.MintResponse(token=token.to_bytes(), grant=token_grant(grant))
+        return zpb.MintResponse(token=token.to_bytes(), grant=token_grant(grant))
 
-    def spawn(self, p: Principal, req: apb.SpawnRequest) -> apb.SpawnResponse:
+    def spawn(self, p: Principal, req: zpb.SpawnRequest) -> zpb.SpawnResponse:
         parent = _grant_of(p)
         expires = None
         if req.HasField("ttl_ns"):
@@ -93,40 +93,40 @@ class AuthzServicer:
             raise
         grant = self._settle(child)
         self._record(child, by=p.name)
-        return apb.SpawnResponse(token=child.to_bytes(), grant=token_grant(grant))
+        return zpb.SpawnResponse(token=child.to_bytes(), grant=token_grant(grant))
 
-    def revoke(self, p: Principal, req: apb.RevokeRequest) -> apb.RevokeResponse:
+    def revoke(self, p: Principal, req: zpb.RevokeRequest) -> zpb.RevokeResponse:
         revocations = RevocationList(self._core.kernel)
         reason = f"{req.reason} (by {p.name})"
         seq = self._authorizer.revoke(revocations, req.token_id, reason)
-        response = apb.RevokeResponse()
+        response = zpb.RevokeResponse()
         if seq is not None:
             response.seq = seq
         return response
 
-    def spend(self, p: Principal, req: apb.SpendRequest) -> apb.SpendResponse:
+    def spend(self, p: Principal, req: zpb.SpendRequest) -> zpb.SpendResponse:
         grant = _grant_of(p)
         account = BudgetAccount(self._core.kernel)
         what = req.what or (f"tool {req.tool}" if req.HasField("tool") else "")
         seq = self._core.write(lambda: account.debit(grant, req.amount, what=what))
-        response = apb.SpendResponse(seq=seq or 0)
+        response = zpb.SpendResponse(seq=seq or 0)
         remaining = self._authority.remaining(grant)
         if remaining is not None:
             response.remaining = remaining
         return response
 
-    def inspect(self, p: Principal, req: apb.InspectRequest) -> apb.InspectResponse:
+    def inspect(self, p: Principal, req: zpb.InspectRequest) -> zpb.InspectResponse:
         if not req.token:
             if p.grant is None:
                 raise RequestRefused.invalid(
                     "the owner credential is not a token: pass the token to inspect"
                 )
-            return apb.InspectResponse(grant=token_grant(p.grant))
+            return zpb.InspectResponse(grant=token_grant(p.grant))
         try:
             grant = self._settle(self._authority.authenticate(req.token))
         except TokenRejected as exc:
-            return apb.InspectResponse(rejection=exc.reason.wire, detail=exc.detail)
-        return apb.InspectResponse(grant=token_grant(grant))
+            return zpb.InspectResponse(rejection=exc.reason.wire, detail=exc.detail)
+        return zpb.InspectResponse(grant=token_grant(grant))
 
     def _record(self, token: Token, *, by: str) -> None:
         """The mint in the ledger (staged: durable before the response)."""
@@ -155,7 +155,7 @@ def _grant_of(p: Principal) -> Grant:
 
 
 def _risk_or_none(level: int) -> Risk | None:
-    if level == apb.RISK_LEVEL_UNSPECIFIED:  # inherit
+    if level == zpb.RISK_LEVEL_UNSPECIFIED:  # inherit
         return None
     return risk_from("risk", level)
 
@@ -171,18 +171,18 @@ def _trust_or_none(level: int) -> TrustLevel | None:
 
 def risk_from(field: str, level: int) -> Risk:
     """A RiskLevel enum value (the risk + 1) as a Risk."""
-    if not apb.RISK_LEVEL_R0 <= level <= apb.RISK_LEVEL_R4:
-        names = ", ".join(apb.RiskLevel.Name(risk_level(r)) for r in Risk)
+    if not zpb.RISK_LEVEL_R0 <= level <= zpb.RISK_LEVEL_R4:
+        names = ", ".join(zpb.RiskLevel.Name(risk_level(r)) for r in Risk)
         raise RequestRefused.invalid(f"{field} {level} is not a risk level (one of: {names})")
-    return Risk(level - apb.RISK_LEVEL_R0)
+    return Risk(level - zpb.RISK_LEVEL_R0)
 
 
-def risk_level(risk: Risk) -> apb.RiskLevel.ValueType:
-    return apb.RiskLevel.ValueType(int(risk) + apb.RISK_LEVEL_R0)
+def risk_level(risk: Risk) -> zpb.RiskLevel.ValueType:
+    return zpb.RiskLevel.ValueType(int(risk) + zpb.RISK_LEVEL_R0)
 
 
-def token_grant(grant: Grant) -> apb.TokenGrant:
-    msg = apb.TokenGrant(
+def token_grant(grant: Grant) -> zpb.TokenGrant:
+    msg = zpb.TokenGrant(
         id=grant.token_id,
         role=grant.role,
         risk_ceiling=risk_level(grant.risk),
@@ -220,7 +220,7 @@ def _check_caveat_args(
         raise RequestRefused.invalid(f"ttl_ns {ttl_ns} must be in 1..2^63-1 nanoseconds")
 
 
-def check_mint(req: apb.MintRequest) -> None:
+def check_mint(req: zpb.MintRequest) -> None:
     if req.role not in ROLES:
         raise RequestRefused.invalid(
             f"role {_checks.shown(req.role)} is not a process role "
@@ -229,7 +229,7 @@ def check_mint(req: apb.MintRequest) -> None:
     if req.trust == 0:
         raise RequestRefused.invalid("trust is required (the token's trust ceiling)")
     _convert.trust_level_from("trust", req.trust)
-    if req.risk == apb.RISK_LEVEL_UNSPECIFIED:
+    if req.risk == zpb.RISK_LEVEL_UNSPECIFIED:
         raise RequestRefused.invalid("risk is required (the token's risk ceiling)")
     risk_from("risk", req.risk)
     if req.principal:
@@ -243,8 +243,8 @@ def check_mint(req: apb.MintRequest) -> None:
     )
 
 
-def check_spawn(req: apb.SpawnRequest) -> None:
-    if req.risk != apb.RISK_LEVEL_UNSPECIFIED:
+def check_spawn(req: zpb.SpawnRequest) -> None:
+    if req.risk != zpb.RISK_LEVEL_UNSPECIFIED:
         risk_from("risk", req.risk)
     if req.trust != 0:
         _convert.trust_level_from("trust", req.trust)
@@ -256,7 +256,7 @@ def check_spawn(req: apb.SpawnRequest) -> None:
     )
 
 
-def check_revoke(req: apb.RevokeRequest) -> None:
+def check_revoke(req: zpb.RevokeRequest) -> None:
     if len(req.token_id) != TOKEN_ID_BYTES:
         raise RequestRefused.invalid(
             f"token_id is {len(req.token_id)} bytes; a token id is {TOKEN_ID_BYTES}"
@@ -264,7 +264,7 @@ def check_revoke(req: apb.RevokeRequest) -> None:
     _checks.text("reason", req.reason, max_chars=MAX_REASON_CHARS)
 
 
-def check_spend(req: apb.SpendRequest) -> None:
+def check_spend(req: zpb.SpendRequest) -> None:
     if not 0 < req.amount <= MAX_INT64:
         raise RequestRefused.invalid(f"amount {req.amount} must be in 1..2^63-1 budget units")
     _checks.text("what", req.what, max_chars=MAX_REASON_CHARS, required=False)

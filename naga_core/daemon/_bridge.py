@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Sequence
 from concurrent import futures
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from google.protobuf.message import DecodeError, Message
 from naga_core.daemon._auth import Admission, Authorizer, Principal, Standing
 from naga_core.daemon._errors import CoreStopping, RequestRefused, RunDirError
 from naga_core.daemon._rundir import binding_path
+from naga_core.daemon._slots import StreamSlots
 from naga_core.daemon._status import is_fatal, status_of, trailers_of
 from naga_core.errors import NagaError
 
@@ -76,7 +76,7 @@ class Cursor(Protocol):
 class Stream(Generic[Req]):
     """A server-streaming RPC: ``open`` runs on the trio loop and returns the
     cursor the stream pulls from. At most ``max_open`` at once (each holds a
-    server thread)."""
+    server thread), shared fairly between callers (naga_core.daemon._slots)."""
 
     name: str
     request: type[Req]
@@ -188,8 +188,7 @@ class Bridge:
         ]
         self._handlers: list[grpc.GenericRpcHandler] = []
         self._served: list[str] = []
-        self._open_streams: dict[str, int] = {}
-        self._streams_lock = threading.Lock()
+        self._slots = StreamSlots()
 
     def add(self, service: str, methods: Sequence[Method]) -> None:
         """Serve ``methods`` under the full service name (``naga.v1.X``)."""
@@ -296,14 +295,19 @@ class Bridge:
         # On the loop: the checks that read kernel state, then the handler.
         return fn(admission.admit(), request)
 
-    @staticmethod
     def _opened(
-        admission: Admission, m: Stream[Any], request: Message
-    ) -> tuple[Cursor, _StreamCall]:
-        # On the loop: admitted, opened, and how it stays admitted.
+        self, admission: Admission, m: Stream[Any], request: Message
+    ) -> tuple[Cursor, _StreamCall, Callable[[], None]]:
+        # On the loop: admitted, given a slot of its caller's share, opened,
+        # and how it stays admitted.
         principal = admission.admit()
-        cursor = m.open(principal, request)
-        return cursor, _StreamCall(admission.standing(principal))
+        release = self._slots.take(m.name, m.max_open, principal)
+        try:
+            cursor = m.open(principal, request)
+            return cursor, _StreamCall(admission.standing(principal)), release
+        except BaseException:
+            release()
+            raise
 
     def _unary(self, m: Unary[Any], full: str) -> Callable[[bytes, grpc.ServicerContext], bytes]:
         def behave(raw: bytes, context: grpc.ServicerContext) -> bytes:
@@ -369,13 +373,13 @@ class Bridge:
         self, m: Stream[Any], full: str
     ) -> Callable[[bytes, grpc.ServicerContext], Iterator[bytes]]:
         def behave(raw: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
-            entered = False
+            release: Callable[[], None] | None = None
             try:
                 admission, request = self._admit(context, full, m, raw)
-                self._enter_stream(m)
-                entered = True
-                opened: tuple[Cursor, _StreamCall] = self._hop(self._opened, admission, m, request)
-                cursor, call = opened
+                opened: tuple[Cursor, _StreamCall, Callable[[], None]] = self._hop(
+                    self._opened, admission, m, request
+                )
+                cursor, call, release = opened
                 context.add_callback(lambda: self._cancel_on_loop(call.cancel))
                 while True:
                     try:
@@ -391,23 +395,10 @@ class Bridge:
             except Exception as exc:  # noqa: BLE001 - answered with a status; see _answer
                 _answer(context, full, exc)
             finally:
-                if entered:
-                    self._leave_stream(m)
+                if release is not None:
+                    release()
 
         return behave
-
-    def _enter_stream(self, m: Stream[Any]) -> None:
-        with self._streams_lock:
-            n = self._open_streams.get(m.name, 0)
-            if n >= m.max_open:
-                raise RequestRefused.exhausted(
-                    f"{m.name}: {n} streams are open, the most the core serves at once"
-                )
-            self._open_streams[m.name] = n + 1
-
-    def _leave_stream(self, m: Stream[Any]) -> None:
-        with self._streams_lock:
-            self._open_streams[m.name] -= 1
 
 
 def _decode(cls: type[Req], raw: bytes) -> Req:

@@ -31,6 +31,7 @@ from google.protobuf.message import Message
 from naga.tokens import RejectReason, RoleIs, SessionIs, Token
 from naga_core.authz import (
     Checked,
+    Grant,
     InvalidRequest,
     RevocationList,
     TokenAuthority,
@@ -84,6 +85,12 @@ class CoreAuthorizer:
         self.revocations = RevocationWatch()
         #: The trust table's epoch (the core's: its writes wake the streams).
         self.trust = trust
+
+    def standing_of(self, grant: Grant) -> TokenStanding:
+        """The standing of ``grant`` (settled by the caller), woken by this
+        core's revocations and trust changes: a running turn holds its
+        token's."""
+        return TokenStanding.of(self.authority, grant, self.revocations, self.trust)
 
     def rule(self, method: str) -> Rule:
         rule = self._policy.get(method)

@@ -62,5 +62,10 @@ class RequestRefused(DaemonError):
         return cls(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
 
 
+class ConsoleProofRequired(DaemonError):
+    """An owner-only console change came from the gateway without the
+    owner's console session (or with one that is not the owner's now)."""
+
+
 class CoreStopping(DaemonError):
     """The core is shutting down; the caller may retry against the next one."""

@@ -2,7 +2,7 @@
 
 The core mints the gateway a capability token (role ``gateway``, fresh at
 every launch), starts ``python -m naga_gateway``'s entry point under
-``sandbox.Profile.gateway(port, core_socket)`` with the token and the socket
+``sandbox.Profile.gateway(core_socket)`` with the token and the socket
 in the environment the sandbox passes, and takes its first stdout line
 (``naga-gateway listening on HOST:PORT``) as readiness; later output goes
 to ``run/gateway.log``. It also inherits the read end of a lifeline pipe
@@ -12,6 +12,14 @@ needs). A gateway that exits is started again with the plugin workers'
 backoff and crash-loop damping; every restart and its cause is a ledger
 entry. The core serves whether or not the gateway runs: a busy port is a
 failed gateway (in ``naga daemon status``), not a failed core.
+
+The core binds the console's address itself, at every launch, and hands
+the listening socket to the gateway (``--listen-fd``, ``pass_fds``), then
+closes its own copy: the gateway runs in a private network namespace with
+no right to make, bind or listen on a TCP socket (``Profile.gateway``), so
+it can open no port of its own, not even the ephemeral one ``listen()``
+without ``bind()`` would give it. A busy port fails here, in the bind,
+with the same give-up path as before.
 
 Its port is ``naga daemon start --gateway-port`` for that run when given,
 else the ``gateway.port`` setting, read at every launch; while it runs, a
@@ -42,6 +50,7 @@ import functools
 import logging
 import os
 import signal
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -54,7 +63,7 @@ from naga.trust import TrustLevel
 from naga.v1 import core_pb2 as cpb
 from naga_core.authz import Token, TokenAuthority
 from naga_core.errors import NagaError
-from naga_core.supervisor import RestartPolicy
+from naga_core.supervisor import RestartPolicy, disk_use, pump_output
 
 log = logging.getLogger("naga.core")
 
@@ -88,6 +97,15 @@ class GatewayOptions:
     stop_grace_s: float = 5.0
     allow_degraded: bool = False
     restart: RestartPolicy = field(default_factory=RestartPolicy)
+    #: The sandbox target (``module:function``); tests swap in a stand-in
+    #: that attacks from inside the real sandboxed gateway, then serves.
+    target: str = GATEWAY_TARGET
+    #: What its work directory may hold (bytes, files; unlinked files it
+    #: keeps open count), checked every ``disk_check_s``: past it the gateway
+    #: is stopped, a failure like a crash (its disk is the core's disk).
+    disk_bytes: int = 256 << 20
+    disk_files: int = 10_000
+    disk_check_s: float = 2.0
 
 
 class GatewayError(NagaError):
@@ -230,7 +248,7 @@ class GatewayProcess:
                 said = f"restarted on port {port} ({'; '.join(r.said for r in taken)})"
             moved_from = revived_from = None
             try:
-                proc, out = await self._launch(port)
+                proc, out, err = await self._launch(port)
             except (NagaError, TokenError, sandbox.SandboxError, OSError) as exc:
                 cause = f"the gateway did not start on port {port}: {exc}"
             else:
@@ -239,7 +257,9 @@ class GatewayProcess:
                     task_status.started()
                     first = False
                 answer = functools.partial(self._answer, taken, port, "")
-                ended, cause = await self._watch(proc, out, port, note, said, serving=answer)
+                ended, cause = await self._watch(
+                    proc, out, port, note, said, err=err, serving=answer
+                )
                 if ended is _Ended.MOVED:  # not a failure: no backoff, no count
                     moved_from = port
                     continue
@@ -320,7 +340,9 @@ class GatewayProcess:
         pinned = self._options.port
         return pinned if pinned is not None else self._port_setting()
 
-    async def _launch(self, port: int) -> tuple[sandbox.Sandboxed, trio.lowlevel.FdStream]:
+    async def _launch(
+        self, port: int
+    ) -> tuple[sandbox.Sandboxed, trio.lowlevel.FdStream, trio.lowlevel.FdStream]:
         authority = self._authority()
         if authority is None:
             raise GatewayError("the core has no token authority")
@@ -332,50 +354,65 @@ class GatewayProcess:
         )
         await self._minted(minted, "core: gateway")  # in the ledger before it leaves
         token = minted.to_bytes()
-        profile = sandbox.Profile.gateway(
-            port, self._socket, allow_degraded=self._options.allow_degraded
-        )
+        profile = sandbox.Profile.gateway(self._socket, allow_degraded=self._options.allow_degraded)
         work = os.path.join(self._home, "work", "gateway")
         os.makedirs(work, mode=0o700, exist_ok=True)
+        # Bound here, not by the gateway: it may make no TCP socket. A busy
+        # port is an OSError, a failed attempt like any other.
+        listener = console_listener(self._options.host, port)
+        cgroup = _gateway_cgroup(self._kernel)
         r, w = os.pipe()
+        # Its stderr is a pipe the core copies into its log under its name:
+        # a descriptor of the log itself would let it seek, truncate or forge it.
+        err_r, err_w = os.pipe()
         try:
             proc = await trio.to_thread.run_sync(
                 lambda: sandbox.launch(
                     profile,
-                    GATEWAY_TARGET,
+                    self._options.target,
                     [
                         "--host",
                         self._options.host,
                         "--port",
                         str(port),
+                        "--listen-fd",
+                        str(listener.fileno()),
                         "--lifeline-fd",
                         str(self._lifeline),
                     ],
                     work_dir=work,
-                    pass_fds=[self._lifeline],
+                    pass_fds=[self._lifeline, listener.fileno()],
                     kernel=self._kernel,
                     env={sandbox.TOKEN_ENV: base64.b64encode(token).decode("ascii")},
                     stdout=w,
+                    stderr=err_w,
+                    cgroup=cgroup,
                 )
             )
         except BaseException:
             os.close(r)
+            os.close(err_r)
+            if cgroup is not None:  # no handle owns it: the launch failed
+                with contextlib.suppress(OSError):
+                    cgroup.remove()
             raise
         finally:
             os.close(w)
+            os.close(err_w)
+            # The gateway holds the only copy now: when it ends, the port is free.
+            listener.close()
         out = trio.lowlevel.FdStream(r)
+        err = trio.lowlevel.FdStream(err_r)
         try:
             with trio.fail_after(self._options.ready_timeout_s):
                 line = await _first_line(out)
         except trio.TooSlowError:
-            await self._stop(proc)
-            await out.aclose()
+            await self._given_up(proc, out, err)
             raise GatewayError(
                 f"no readiness line within {self._options.ready_timeout_s:g} s"
             ) from None
         if not line.startswith(_READY_PREFIX):
-            await self._stop(proc)
-            await out.aclose()
+            await self._given_up(proc, out, err)
             raise GatewayError(f"it did not come up (it said {line[:200]!r})")
         self.pid = proc.pid
         self.started_ns = time.time_ns()
@@ -383,7 +420,21 @@ class GatewayProcess:
         where = line[len(_READY_PREFIX) :].decode("ascii", "replace").strip()
         self.url = f"http://{where}/"
         log.info("naga-gateway serving the WebChat console on %s (pid %d)", self.url, proc.pid)
-        return proc, out
+        return proc, out, err
+
+    async def _given_up(
+        self,
+        proc: sandbox.Sandboxed,
+        out: trio.lowlevel.FdStream,
+        err: trio.lowlevel.FdStream,
+    ) -> None:
+        """Stop a gateway that never came up; what it said on stderr (why)
+        reaches the core's log, read briefly now that it is gone."""
+        await self._stop(proc)
+        with trio.move_on_after(self._options.stop_grace_s):
+            await pump_output(err, "gateway", log)
+        await err.aclose()
+        await out.aclose()
 
     async def _watch(
         self,
@@ -393,14 +444,17 @@ class GatewayProcess:
         note: Callable[[str], Awaitable[object]],
         said: str,
         *,
+        err: trio.lowlevel.FdStream,
         serving: Callable[[], None],
     ) -> tuple[_Ended, str]:
-        """Copy its output to run/gateway.log until it exits (EXITED, why it
+        """Copy its output to run/gateway.log (its stderr to the core's log,
+        each line under its name) until it exits (EXITED, why it
         ended), the port it should be on changes (MOVED) or the owner asks
         for a restart (RESTART); journal ``said`` (why it was started again,
         now that it serves), then call ``serving``."""
         log_path = os.path.join(self._home, "run", "gateway.log")
         ended = _Ended.EXITED
+        over_quota = ""
         try:
             async with trio.open_nursery() as nursery:
 
@@ -422,21 +476,57 @@ class GatewayProcess:
                     serving()
                     nursery.start_soon(restart_asked)
 
+                async def disk_watched() -> None:
+                    nonlocal over_quota
+                    over_quota = await self._over_quota(proc)
+                    nursery.cancel_scope.cancel()
+
                 nursery.start_soon(port_changed)
                 nursery.start_soon(announce)
+                nursery.start_soon(disk_watched)
+                drained = trio.Event()
+
+                async def stderr_to_log() -> None:
+                    await pump_output(err, "gateway", log)
+                    drained.set()
+
+                nursery.start_soon(stderr_to_log)
                 async with await trio.open_file(log_path, "ab") as sink:
                     while chunk := await out.receive_some(1 << 14):
                         await sink.write(chunk)
                         await sink.flush()
                 await _exited(proc)
+                # Its last words (a traceback) are read, briefly, before the rest stops.
+                with trio.move_on_after(self._options.stop_grace_s):
+                    await drained.wait()
                 nursery.cancel_scope.cancel()
             if ended is not _Ended.EXITED:
                 return ended, ""
+            if over_quota:
+                return ended, over_quota
             return ended, f"the gateway ended ({proc.wait(0)})"
         finally:
             with trio.CancelScope(shield=True):
                 await self._stop(proc)
                 await out.aclose()
+                await err.aclose()
+
+    async def _over_quota(self, proc: sandbox.Sandboxed) -> str:
+        """Return, with the cause, once its work directory is past its quota."""
+        work = os.path.join(self._home, "work", "gateway")
+        o = self._options
+        while True:
+            use = await trio.to_thread.run_sync(
+                lambda: disk_use(work, proc.pid, max_entries=o.disk_files)
+            )
+            if use.bytes > o.disk_bytes or use.files > o.disk_files:
+                return (
+                    f"disk quota exceeded: its work directory {work} holds "
+                    f"{use.bytes / (1 << 20):.0f} MiB in {use.files} files, the quota is "
+                    f"{o.disk_bytes / (1 << 20):.0f} MiB in {o.disk_files} files; "
+                    "free space there, then restart it"
+                )
+            await trio.sleep(o.disk_check_s)
 
     async def _stop(self, proc: sandbox.Sandboxed) -> None:
         if proc.poll() is None:
@@ -450,6 +540,32 @@ class GatewayProcess:
             proc.wait(1.0)
         proc.close()
         self.state = cpb.PROCESS_STATE_STOPPED
+
+
+#: The gateway's own cgroup, where the kernel offers one (docs/adr/0031):
+#: at most one CPU, and a memory ceiling of its address-space limit.
+GATEWAY_CPUS = 1.0
+GATEWAY_MEMORY_BYTES = 1 << 30
+
+
+def _gateway_cgroup(report: sandbox.KernelReport | None) -> sandbox.Cgroup | None:
+    support = None if report is None else report.cgroups
+    if support is None or not support.usable:
+        return None
+    limits = sandbox.CgroupLimits(cpus=GATEWAY_CPUS, memory_bytes=GATEWAY_MEMORY_BYTES)
+    try:
+        return sandbox.Cgroup.create(support, "gateway", limits)
+    except OSError as exc:
+        log.warning("the gateway runs without a cgroup of its own: %s", exc)
+        return None
+
+
+def console_listener(host: str, port: int) -> socket.socket:
+    """A TCP socket listening on ``host``:``port`` (0: a free port), for the
+    gateway to serve; inheritable only through ``pass_fds``."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICSERV)
+    family = infos[0][0] if infos else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=128)
 
 
 async def _exited(proc: sandbox.Sandboxed) -> None:
@@ -474,6 +590,7 @@ async def _first_line(stream: trio.lowlevel.FdStream) -> bytes:
 __all__ = [
     "GATEWAY_TARGET",
     "RESTART_COMMAND",
+    "console_listener",
     "GatewayError",
     "GatewayOptions",
     "GatewayProcess",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from google.protobuf.message import DecodeError
 
-from naga.v1 import authz_pb2 as apb
+from naga.v1 import authz_pb2 as zpb
 from naga.v1 import core_pb2 as cpb
 from naga.v1 import kernel_pb2 as kpb
 from naga_core.authz import MINTED_KIND, describe_minted
@@ -174,7 +174,7 @@ def _entry(rec: Record) -> cpb.HistoryEntry:
         entry.rollback_to = effect.rollback_to
     elif rec.kind == MINTED_KIND:
         try:
-            entry.description = describe_minted(apb.TokenMinted.FromString(rec.payload))
+            entry.description = describe_minted(zpb.TokenMinted.FromString(rec.payload))
         except DecodeError:
             entry.description = "(unreadable token record)"
     return entry

@@ -6,10 +6,11 @@ one blob of the store in chunks (a blob may be far larger than a response)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import trio
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
 from naga.constants import (
     BLOB_CHUNK_BYTES,
@@ -17,6 +18,7 @@ from naga.constants import (
     MAX_SUBSCRIBERS,
     RECORDS_PAGE_MAX_BYTES,
 )
+from naga.v1 import agent_pb2 as apb
 from naga.v1 import ledger_pb2 as lpb
 from naga_core._store import blob_store
 from naga_core.daemon import _checks, _convert
@@ -26,6 +28,7 @@ from naga_core.daemon._core import Core
 from naga_core.daemon._errors import CoreStopping, RequestRefused
 from naga_core.daemon._policy import VISIBLE_KINDS
 from naga_core.ledger import BlobStore, Record
+from naga_core.memory import Sealer
 
 SERVICE = "naga.v1.LedgerService"
 RECORDS_DEFAULT = 100
@@ -41,9 +44,12 @@ DIGEST_BYTES = 32
 
 
 class LedgerServicer:
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: Core, sealer: Sealer | None = None) -> None:
         self._core = core
         self._blobs = blob_store(core.home)
+        #: Opens the turn records' sealed text for the reader (docs/adr/0037);
+        #: None: served as stored.
+        self._sealer = sealer
 
     def methods(self) -> list[Method]:
         return [
@@ -84,7 +90,7 @@ class LedgerServicer:
 
     def get_records(self, _p: Principal, req: lpb.GetRecordsRequest) -> lpb.GetRecordsResponse:
         limit = _checks.page_limit("limit", req.limit, default=RECORDS_DEFAULT)
-        records = _page(self._core, req.from_seq, limit, kinds=None)[0]
+        records = _page(self._core, req.from_seq, limit, kinds=None, sealer=self._sealer)[0]
         return lpb.GetRecordsResponse(records=records)
 
     def prove_inclusion(self, _p: Principal, req: lpb.ProveInclusionRequest) -> lpb.InclusionProof:
@@ -125,7 +131,8 @@ class LedgerServicer:
 
     def subscribe(self, p: Principal, req: lpb.SubscribeRequest) -> _Subscription:
         _checks.seq_at_most("from_seq", req.from_seq, self._core.ledger.size)
-        return _Subscription(self._core, req.from_seq, visible_kinds(p, frozenset(req.kinds)))
+        kinds = visible_kinds(p, frozenset(req.kinds))
+        return _Subscription(self._core, req.from_seq, kinds, self._sealer)
 
     def get_blob(self, _p: Principal, req: lpb.GetBlobRequest) -> _BlobChunks:
         return _BlobChunks(self._blobs, req.digest)
@@ -143,8 +150,11 @@ def visible_kinds(p: Principal, asked: frozenset[str]) -> frozenset[str] | None:
 class _Subscription:
     """One Subscribe stream's position; the bridge pulls batches from it."""
 
-    def __init__(self, core: Core, next_seq: int, kinds: frozenset[str] | None) -> None:
+    def __init__(
+        self, core: Core, next_seq: int, kinds: frozenset[str] | None, sealer: Sealer | None
+    ) -> None:
         self._core = core
+        self._sealer = sealer
         self._next = next_seq
         self._kinds = kinds
         self._announced = -1
@@ -155,7 +165,9 @@ class _Subscription:
             await core.wait_past(self._next)
         if core.stopping.is_set():
             raise CoreStopping("naga-core is shutting down; subscribe again to the next one")
-        records, self._next = _page(core, self._next, SUBSCRIBE_BATCH, kinds=self._kinds)
+        records, self._next = _page(
+            core, self._next, SUBSCRIBE_BATCH, kinds=self._kinds, sealer=self._sealer
+        )
         events: list[Message] = [lpb.SubscribeEvent(record=r) for r in records]
         if self._next >= core.ledger.size and self._announced != self._next:
             events.append(lpb.SubscribeEvent(caught_up=lpb.CaughtUp(next_seq=self._next)))
@@ -191,11 +203,17 @@ class _BlobChunks:
 
 
 def _page(
-    core: Core, from_seq: int, limit: int, *, kinds: frozenset[str] | None
+    core: Core,
+    from_seq: int,
+    limit: int,
+    *,
+    kinds: frozenset[str] | None,
+    sealer: Sealer | None = None,
 ) -> tuple[list[lpb.Record], int]:
     """Records from ``from_seq`` (at most ``limit``, and about
     RECORDS_PAGE_MAX_BYTES, at least one), of ``kinds`` (None: any); and
-    the next seq."""
+    the next seq. A turn record's sealed text is opened by ``sealer`` (its
+    hashes are the stored record's: proofs come from ProveInclusion)."""
     ledger = core.ledger
     end = ledger.size
     out: list[lpb.Record] = []
@@ -210,9 +228,21 @@ def _page(
             if out and size + n > RECORDS_PAGE_MAX_BYTES:
                 break
             size += n
-            out.append(_convert.record(rec))
+            out.append(_convert.record(rec if sealer is None else _opened(sealer, rec)))
         seq += 1
     return out, seq
+
+
+def _opened(sealer: Sealer, rec: Record) -> Record:
+    if not rec.kind.startswith("turn."):
+        return rec
+    try:
+        body = apb.TurnRecord.FromString(rec.payload)
+    except DecodeError:
+        return rec
+    if not body.HasField("sealed"):
+        return rec
+    return dataclasses.replace(rec, payload=sealer.open_turn(rec.kind, body).SerializeToString())
 
 
 def check_get_records(req: lpb.GetRecordsRequest) -> None:

@@ -10,13 +10,15 @@ served (an :class:`AsyncUnary`).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from naga.constants import (
     MAX_PLUGIN_CALLS_IN_FLIGHT,
     PLUGIN_MAX_ARGUMENTS_CHARS,
     PLUGIN_MAX_NAME_CHARS,
     TOKEN_MAX_TOOL_NAME_CHARS,
 )
-from naga.plugin import kind_to_proto, risk_to_proto
+from naga.plugin import Manifest, kind_to_proto, risk_to_proto
 from naga.v1 import core_pb2 as cpb
 from naga.v1 import plugin_service_pb2 as spb
 from naga_core.agent import LOCAL_MODEL_ROLE, AgentWorkers
@@ -24,6 +26,7 @@ from naga_core.daemon import _checks
 from naga_core.daemon._auth import Principal
 from naga_core.daemon._bridge import AsyncUnary, Method, Unary
 from naga_core.daemon._errors import RequestRefused
+from naga_core.egress import OPEN_PORTS
 from naga_core.plugins import PluginHost, PluginView, Worker, WorkerState
 
 SERVICE = "naga.v1.PluginService"
@@ -41,8 +44,13 @@ _STATES = {
 
 
 class PluginServicer:
-    def __init__(self, host: PluginHost) -> None:
+    def __init__(
+        self, host: PluginHost, open_hosts: Callable[[Manifest], Iterable[str]] = lambda _: ()
+    ) -> None:
+        """``open_hosts``: the hosts a plugin reaches beyond its manifest's
+        egress (the web tool's ``web.allowed_hosts``), shown in its info."""
         self._host = host
+        self._open_hosts = open_hosts
         self._calls = 0  # Invokes in flight (on the loop: no lock)
 
     def methods(self) -> list[Method]:
@@ -55,12 +63,14 @@ class PluginServicer:
         ]
 
     def list(self, _p: Principal, _req: spb.ListPluginsRequest) -> spb.ListPluginsResponse:
-        return spb.ListPluginsResponse(plugins=[info(v) for v in self._host.views()])
+        return spb.ListPluginsResponse(plugins=[self.info(v) for v in self._host.views()])
 
     async def enable(self, _p: Principal, req: spb.EnablePluginRequest) -> spb.EnablePluginResponse:
         changed = self._host.enable(req.name)
         await self._host.wait_ready(req.name, req.wait_ms / 1000)
-        return spb.EnablePluginResponse(plugin=info(self._host.view(req.name)), changed=changed)
+        return spb.EnablePluginResponse(
+            plugin=self.info(self._host.view(req.name)), changed=changed
+        )
 
     async def disable(
         self, _p: Principal, req: spb.DisablePluginRequest
@@ -68,7 +78,9 @@ class PluginServicer:
         changed = self._host.disable(req.name)
         if changed:
             await self._host.wait_stopped(req.name)
-        return spb.DisablePluginResponse(plugin=info(self._host.view(req.name)), changed=changed)
+        return spb.DisablePluginResponse(
+            plugin=self.info(self._host.view(req.name)), changed=changed
+        )
 
     async def replace(
         self, _p: Principal, req: spb.ReplacePluginRequest
@@ -76,7 +88,7 @@ class PluginServicer:
         previous = self._host.replace(req.name, req.version)
         await self._host.wait_ready(req.name, req.wait_ms / 1000)
         return spb.ReplacePluginResponse(
-            plugin=info(self._host.view(req.name)), previous_version=previous
+            plugin=self.info(self._host.view(req.name)), previous_version=previous
         )
 
     async def invoke(self, _p: Principal, req: spb.InvokeToolRequest) -> spb.InvokeToolResponse:
@@ -92,6 +104,13 @@ class PluginServicer:
         finally:
             self._calls -= 1
         return spb.InvokeToolResponse(result_json=result, pid=pid)
+
+    def info(self, view: PluginView) -> spb.PluginInfo:
+        out = info(view)
+        if view.installed is not None:
+            hosts = sorted(h for h in self._open_hosts(view.installed.manifest) if h.strip())
+            out.egress.extend(f"{h}:{port}" for h in hosts for port in sorted(OPEN_PORTS))
+        return out
 
 
 def info(view: PluginView) -> spb.PluginInfo:
@@ -113,6 +132,8 @@ def info(view: PluginView) -> spb.PluginInfo:
             spb.PluginTool(name=t.name, risk=risk_to_proto(t.risk), description=t.description)
             for t in m.tools
         )
+        out.egress.extend(f"{e.host}:{e.port}" for e in m.egress)
+        out.capabilities.extend(sorted(m.capabilities))
     worker = view.worker
     if worker is not None:
         out.pid = worker.pid
@@ -151,6 +172,11 @@ def agent_rows(workers: AgentWorkers) -> list[cpb.ProcessStatus]:
             )
         )
     return rows
+
+
+def worker_row(worker: Worker, role: str | None = None) -> cpb.ProcessStatus:
+    """One worker as a process row (the daemon's other services use it too)."""
+    return _row(worker, role)
 
 
 def _row(worker: Worker, role: str | None = None) -> cpb.ProcessStatus:

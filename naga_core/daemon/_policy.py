@@ -59,9 +59,21 @@ _KERNEL = "/naga.v1.KernelService/"
 _SUPERVISOR = "/naga.v1.SupervisorService/"
 _AUTHZ = "/naga.v1.AuthzService/"
 _PLUGIN = "/naga.v1.PluginService/"
+_APPROVAL = "/naga.v1.ApprovalService/"
 _TURN = "/naga.v1.TurnService/"
 _MODEL = "/naga.v1.ModelService/"
 _TOOL = "/naga.v1.ToolService/"
+_WECHAT = "/naga.v1.WechatService/"
+_CONSOLE = "/naga.v1.ConsoleService/"
+_INSTALL = "/naga.v1.PluginInstallService/"
+_SKILL = "/naga.v1.SkillService/"
+_JOB = "/naga.v1.JobService/"
+_MEMORY = "/naga.v1.MemoryService/"
+_ADMIN = "/naga.v1.ConsoleAdminService/"
+#: The owner's changes from the console: the owner's CLI, or the gateway
+#: carrying the owner's console session in the request, which the handler
+#: checks against the console key (naga_core.daemon._console_admin).
+_OWNER_OR_CONSOLE = Rule(owner=True, roles=frozenset({GATEWAY}), risk=Risk.R3)
 
 POLICY: Mapping[str, Rule] = {
     # The ledger's read side. The head (size, root, signed checkpoint) tells
@@ -149,6 +161,84 @@ POLICY: Mapping[str, Rule] = {
         owner=False, roles=frozenset({EXECUTOR}), risk=Risk.R0, session="session"
     ),
     _TOOL + "Call": Rule(owner=False, roles=frozenset({EXECUTOR}), risk=Risk.R0, session="session"),
+    # A step's calls: each is checked as Call checks it, bound to the same session.
+    _TOOL + "CallStep": Rule(
+        owner=False, roles=frozenset({EXECUTOR}), risk=Risk.R0, session="session"
+    ),
+    # Approvals of risky tool calls: the owner's CLI, and the gateway for the
+    # owner's console (it shows the card to owner peers only).
+    _APPROVAL + "List": _read(GATEWAY),
+    _APPROVAL + "Decide": Rule(owner=True, roles=frozenset({GATEWAY}), risk=Risk.R3),
+    # WeChat bindings are the owner's: a binding lets a WeChat account talk
+    # to the agent, and its owner user is trusted as the owner.
+    _WECHAT + "Bind": _owner_only(Risk.R3),
+    _WECHAT + "List": _read(),
+    _WECHAT + "Unbind": _owner_only(Risk.R3),
+    # Sending a file to a WeChat user is irreversible: the owner's (the
+    # agent's tool for it is not built yet).
+    "/naga.v1.WechatMediaService/SendFile": _owner_only(Risk.R3),
+    # The console's owner proof (docs/adr/0007-console-owner-proof.md). A
+    # login code is the owner's to ask for (its CLI proves itself with the
+    # 0600 credential); only the gateway redeems one (that grants owner
+    # access to a browser: R4, as its token's ceiling) or checks a session;
+    # ending every session is the owner's.
+    _CONSOLE + "IssueLogin": _owner_only(Risk.R4),
+    _CONSOLE + "RedeemLogin": Rule(owner=False, roles=frozenset({GATEWAY}), risk=Risk.R4),
+    _CONSOLE + "CheckSession": Rule(owner=False, roles=frozenset({GATEWAY}), risk=Risk.R0),
+    _CONSOLE + "RevokeSessions": _owner_only(Risk.R3),
+    # Installing code that will run, and removing it, is the owner's (its
+    # CLI showed what the manifest asks and the owner said yes); effects.
+    _INSTALL + "Install": _owner_only(Risk.R4),
+    _INSTALL + "Remove": _owner_only(Risk.R3),
+    # The skill library: reads for the owner and the gateway (the console's
+    # skills view); every change is the owner's (each an effect that can be
+    # rolled back). The agent writes skills only through the core's own
+    # review after a turn, never through an RPC.
+    _SKILL + "List": _read(GATEWAY),
+    _SKILL + "Show": _read(GATEWAY),
+    _SKILL + "Log": _read(GATEWAY),
+    _SKILL + "Diff": _read(GATEWAY),
+    _SKILL + "Stats": _read(GATEWAY),
+    _SKILL + "Import": _owner_only(Risk.R3),
+    _SKILL + "Archive": _owner_only(Risk.R2),
+    _SKILL + "Restore": _owner_only(Risk.R2),
+    _SKILL + "Revert": _owner_only(Risk.R2),
+    _SKILL + "Curate": _owner_only(Risk.R2),
+    # Scheduled jobs are the owner's: a job acts while the owner is away
+    # (the agent makes them through its job.create tool, not these calls).
+    # Compiling asks the model, changes nothing; making, changing and
+    # running one are effects.
+    _JOB + "Compile": _owner_only(Risk.R0),
+    _JOB + "Add": _owner_only(Risk.R2),
+    _JOB + "List": _owner_only(Risk.R0),
+    _JOB + "Get": _owner_only(Risk.R0),
+    _JOB + "Pause": _owner_only(Risk.R1),
+    _JOB + "Resume": _owner_only(Risk.R2),
+    _JOB + "Remove": _owner_only(Risk.R2),
+    _JOB + "Run": _owner_only(Risk.R2),
+    # Memory is the owner's to read (decrypted) and to forget (a destroyed
+    # key cannot come back: R4, docs/design/memory.md); no process role.
+    _MEMORY + "List": _read(),
+    _MEMORY + "Show": _read(),
+    _MEMORY + "Search": _read(),
+    _MEMORY + "Forget": _owner_only(Risk.R4),
+    _MEMORY + "Distill": _owner_only(Risk.R1),
+    # The console's owner pages (docs/adr/0029-console-owner-changes.md).
+    _ADMIN + "RenameSession": _OWNER_OR_CONSOLE,
+    _ADMIN + "ArchiveSession": _OWNER_OR_CONSOLE,
+    _ADMIN + "ReadLog": _OWNER_OR_CONSOLE,
+    _ADMIN + "ChangeSetting": _OWNER_OR_CONSOLE,
+    _ADMIN + "SetPluginEnabled": _OWNER_OR_CONSOLE,
+    _ADMIN + "ListProviders": _OWNER_OR_CONSOLE,
+    _ADMIN + "SetDefaultProvider": _OWNER_OR_CONSOLE,
+    _ADMIN + "WechatBind": _OWNER_OR_CONSOLE,
+    _ADMIN + "WechatList": _OWNER_OR_CONSOLE,
+    # Installing code is R4 (as Install): the console shows the consent first.
+    _ADMIN + "PreviewInstall": _OWNER_OR_CONSOLE,
+    _ADMIN + "InstallPlugin": Rule(owner=True, roles=frozenset({GATEWAY}), risk=Risk.R4),
+    # Raising a peer's trust is the owner's (INV-6): the handler admits the
+    # gateway only with the owner's console session, then acts as the owner.
+    _ADMIN + "SetTrust": _OWNER_OR_CONSOLE,
 }
 
 #: Record kinds a Subscribe stream shows each token role (None: every kind).

@@ -38,6 +38,9 @@ class RunDir:
         self.path = os.path.join(home.root, RUN_DIR_NAME)
         self.lock_path = os.path.join(self.path, "core.lock")
         self.pid_path = os.path.join(self.path, "core.pid")
+        #: Set by :meth:`locked`: the pid a previous core left in its pid
+        #: file (0 if unreadable), None after a clean stop.
+        self.stale_pid: int | None = None
         self.socket_path = os.path.join(self.path, CORE_SOCKET_NAME)
         self.token_path = os.path.join(self.path, OWNER_TOKEN_NAME)
         self.log_path = os.path.join(self.path, "core.log")
@@ -78,6 +81,9 @@ class RunDir:
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                     raise RunDirError(f"cannot lock {self.lock_path}: {exc}") from None
                 raise CoreAlreadyRunning(self.home.root, _read_pid(self.lock_path)) from None
+            # A graceful stop removes its pid file: one still here is a
+            # core that was killed or crashed (the start's note says so).
+            self.stale_pid = _read_pid(self.pid_path) if os.path.exists(self.pid_path) else None
             pid = f"{os.getpid()}\n".encode()
             os.ftruncate(fd, 0)
             os.pwrite(fd, pid, 0)

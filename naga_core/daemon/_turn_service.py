@@ -4,7 +4,15 @@ request's fields run on the server thread; the rest on the loop (_agent)."""
 
 from __future__ import annotations
 
-from naga.constants import MAX_RUN_STREAMS
+from naga.constants import MAX_IDEMPOTENCY_KEY_CHARS as MAX_KEY_CHARS
+from naga.constants import (
+    MAX_MESSAGE_BYTES,
+    MAX_RUN_STREAMS,
+    RECORDS_PAGE_MAX_BYTES,
+    SESSION_PATTERN,
+)
+from naga.constants import PLUGIN_MAX_ARGUMENTS_CHARS as _MAX_ARGUMENTS_CHARS
+from naga.constants import TOOL_STEP_MAX_CALLS as _MAX_STEP_CALLS
 from naga.v1 import agent_pb2 as apb
 from naga.v1 import turn_pb2 as tpb
 from naga_core.agent import SESSION, Agent, Reloading, TurnCursor
@@ -12,32 +20,30 @@ from naga_core.daemon import _checks
 from naga_core.daemon._auth import Principal
 from naga_core.daemon._bridge import AsyncUnary, Method, Stream, Unary
 from naga_core.daemon._errors import RequestRefused
-from naga_core.kernel import KernelError
-from naga_core.kernel._trust import check_peer
+from naga_core.daemon._session_meta import SessionMeta
+from naga_core.kernel import KernelError, check_peer
 
 TURN_SERVICE = "naga.v1.TurnService"
 MODEL_SERVICE = "naga.v1.ModelService"
 TOOL_SERVICE = "naga.v1.ToolService"
-MAX_TEXT_CHARS = 32000
-MAX_KEY_CHARS = 128
 _DEFAULT_LIMIT = 100
 _MAX_LIMIT = 1000
-_MAX_ARGUMENTS_CHARS = 60000
 
 
 def _session(value: str) -> None:
     if not SESSION.fullmatch(value):
         raise RequestRefused.invalid(
-            f"session {value[:40]!r} is not a session name ([a-z0-9][a-z0-9_.:-]{{0,127}})"
+            f"session {value[:40]!r} is not a session name ({SESSION_PATTERN})"
         )
 
 
 def _text(field: str, value: str) -> None:
     if not value:
         raise RequestRefused.invalid(f"{field} is required")
-    if len(value) > MAX_TEXT_CHARS:
+    size = len(value.encode())
+    if size > MAX_MESSAGE_BYTES:
         raise RequestRefused.invalid(
-            f"{field} has {len(value)} characters; at most {MAX_TEXT_CHARS} are accepted"
+            f"{field} has {size} bytes (UTF-8); at most {MAX_MESSAGE_BYTES} are accepted"
         )
 
 
@@ -60,6 +66,8 @@ def check_run(req: tpb.RunTurnRequest) -> None:
     _text("text", req.text)
     _checks.text("idempotency_key", req.idempotency_key, max_chars=MAX_KEY_CHARS)
     _peer(req.peer)
+    if req.HasField("risk_ceiling") and req.risk_ceiling > 4:
+        raise RequestRefused.invalid(f"risk_ceiling: {req.risk_ceiling} is not 0..4")
 
 
 def check_steer(req: tpb.SteerTurnRequest) -> None:
@@ -101,9 +109,26 @@ def check_call(req: apb.ToolCallRequest) -> None:
         )
 
 
+def check_step(req: apb.ToolStepRequest) -> None:
+    _session(req.session)
+    _checks.text("turn_id", req.turn_id, max_chars=64)
+    if not 1 <= len(req.calls) <= _MAX_STEP_CALLS:
+        raise RequestRefused.invalid(
+            f"calls has {len(req.calls)} entries; 1 to {_MAX_STEP_CALLS} are accepted"
+        )
+    for i, call in enumerate(req.calls):
+        check_call(call)
+        if call.session != req.session or call.turn_id != req.turn_id:
+            raise RequestRefused.invalid(
+                f"calls[{i}] names session {call.session!r} turn {call.turn_id!r}, "
+                "not the step's own"
+            )
+
+
 class TurnServicer:
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Agent, meta: SessionMeta) -> None:
         self._agent = agent
+        self._meta = meta
 
     def methods(self) -> list[Method]:
         return [
@@ -124,14 +149,37 @@ class TurnServicer:
         return tpb.AbortTurnResponse(turn_id=self._agent.abort(req.session))
 
     def list(self, _p: Principal, req: tpb.ListSessionsRequest) -> tpb.ListSessionsResponse:
-        found = self._agent.sessions.recent(_limit(req.limit))
-        return tpb.ListSessionsResponse(sessions=[s.summary() for s in found])
+        limit = _limit(req.limit)
+        meta = self._meta
+        shown: list[tpb.SessionSummary] = []
+        # Archived ones are skipped, not counted: the page still fills.
+        for s in self._agent.sessions.recent(len(self._agent.sessions)):
+            if len(shown) >= limit:
+                break
+            if req.include_archived or not meta.archived(s.name):
+                shown.append(meta.decorate(s.summary()))
+        return tpb.ListSessionsResponse(sessions=shown)
 
     async def history(
         self, _p: Principal, req: tpb.SessionHistoryRequest
     ) -> tpb.SessionHistoryResponse:
         session = await self._agent.session(req.session)
-        return tpb.SessionHistoryResponse(entries=session.entries[-_limit(req.limit) :])
+        return tpb.SessionHistoryResponse(entries=_newest_within(session.entries, req.limit))
+
+
+def _newest_within(entries: list[tpb.SessionEntry], limit: int) -> list[tpb.SessionEntry]:
+    """The newest ``limit`` entries, fewer if their text passes
+    RECORDS_PAGE_MAX_BYTES (messages may be 1 MB each: a page of them must
+    still fit a response); always the newest one."""
+    out: list[tpb.SessionEntry] = []
+    size = 0
+    for entry in reversed(entries[-_limit(limit) :]):
+        size += len(entry.text.encode()) + 64
+        if out and size > RECORDS_PAGE_MAX_BYTES:
+            break
+        out.append(entry)
+    out.reverse()
+    return out
 
 
 class ModelServicer:
@@ -147,7 +195,10 @@ class ToolServicer:
         self._agent = agent
 
     def methods(self) -> list[Method]:
-        return [AsyncUnary("Call", apb.ToolCallRequest, self._agent.call_tool, check_call)]
+        return [
+            AsyncUnary("Call", apb.ToolCallRequest, self._agent.call_tool, check_call),
+            AsyncUnary("CallStep", apb.ToolStepRequest, self._agent.call_step, check_step),
+        ]
 
 
 __all__ = [

@@ -13,15 +13,20 @@ privilege ratchets; ``Kernel.open`` alone enforces none.
 """
 
 from naga_core.kernel._branch import Branch, open_branch
+from naga_core.kernel._component_types import ComponentError
 from naga_core.kernel._components import ComponentSpec, LifecyclePlanner, one_shot
 from naga_core.kernel._kernel import (
     APPLIED_KIND,
     EFFECT_KIND,
+    PINNED_FAMILIES,
     ActionFailed,
     Actions,
     Change,
+    ImageRejected,
     Kernel,
     OwnerRequired,
+    PinnedFamily,
+    Ratchet,
     RollbackPreview,
     action,
     replay,
@@ -37,7 +42,7 @@ from naga_core.kernel._settings import (
     SettingSpec,
     UnknownSetting,
 )
-from naga_core.kernel._state import KernelError, State
+from naga_core.kernel._state import KernelError, Scalar, State
 from naga_core.kernel._trust import (
     MAX_PEER_CHARS,
     TRUST_FAMILY,
@@ -46,6 +51,7 @@ from naga_core.kernel._trust import (
     TrustLevel,
     TrustRaiseRefused,
     TrustTable,
+    check_peer,
     trust_raises,
 )
 from naga_core.ledger import Ledger
@@ -64,15 +70,20 @@ __all__ = [
     "EFFECT_KIND",
     "MAX_NAME_CHARS",
     "MAX_PEER_CHARS",
+    "PINNED_FAMILIES",
     "RATCHETS",
+    "PinnedFamily",
+    "Ratchet",
     "TRUST_FAMILY",
     "ActionFailed",
     "Actions",
     "Branch",
     "Change",
     "Component",
+    "ComponentError",
     "ComponentRuntime",
     "ComponentSpec",
+    "ImageRejected",
     "Kernel",
     "InvalidPeer",
     "InvalidSetting",
@@ -84,6 +95,7 @@ __all__ = [
     "SettingInfo",
     "SettingSpec",
     "Settings",
+    "Scalar",
     "State",
     "TrustError",
     "TrustLevel",
@@ -95,5 +107,6 @@ __all__ = [
     "open_branch",
     "open_kernel",
     "replay",
+    "check_peer",
     "trust_raises",
 ]

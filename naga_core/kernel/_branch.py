@@ -34,26 +34,22 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Protocol
 
 from naga.v1 import kernel_pb2 as pb
 from naga_core.kernel._kernel import Change, Kernel
-from naga_core.kernel._state import KernelError, Key, Scalar, State, same_value, set_op
+from naga_core.kernel._state import (
+    KernelError,
+    Key,
+    Registrar,
+    Scalar,
+    State,
+    same_value,
+    set_op,
+)
 from naga_core.kernel._trust import TrustRaiseRefused, trust_raises
 from naga_core.ledger import Ledger
 
 Gate = Callable[[list[Change]], bool]
-
-
-class Registrar(Protocol):
-    """What settings and trust tables write through: a Kernel or a Branch."""
-
-    @property
-    def state(self) -> Mapping[Key, Scalar]: ...
-
-    def register(
-        self, family: str, key: str, value: Scalar | None, *, description: str = ""
-    ) -> int | None: ...
 
 
 class BranchError(KernelError):

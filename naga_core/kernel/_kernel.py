@@ -33,11 +33,15 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import itertools
+from array import array
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from naga.v1 import kernel_pb2 as pb
-from naga_core.errors import NotFound
+from naga.constants import KERNEL_EFFECT_KIND
+from naga.v1 import kernel_pb2 as kpb
+from naga.v1 import snapshot_pb2 as snpb
+from naga_core.errors import NagaError, NotFound
 from naga_core.kernel._state import (
     KernelError,
     Scalar,
@@ -49,14 +53,28 @@ from naga_core.kernel._state import (
 )
 from naga_core.ledger import Entry, Ledger
 
-EFFECT_KIND = "kernel.effect"
+EFFECT_KIND = KERNEL_EFFECT_KIND
 APPLIED_KIND = "kernel.applied"
+#: Families no register, ordinary perform or rollback changes: only
+#: ``perform(..., pinned=True)``, which nothing behind an RPC calls (the
+#: constitution's anchor, INV-5; docs/design/constitution.md).
+PINNED_FAMILIES = frozenset({"constitution"})
 
 ActionHandler = Callable[[Mapping[str, Scalar]], None]
 
 
 class OwnerRequired(KernelError):
     """The operation would raise a privilege, which only the owner may do (INV-6)."""
+
+
+class PinnedFamily(KernelError):
+    """An effect would change a pinned family (PINNED_FAMILIES) outside the
+    one path allowed to."""
+
+
+class ImageRejected(KernelError):
+    """A start-up image does not describe a kernel state (it is ignored and
+    the ledger replayed in full)."""
 
 
 class ActionFailed(KernelError):
@@ -81,16 +99,16 @@ class Actions:
             raise KernelError(f"action {name!r} is already registered")
         self._handlers[name] = handler
 
-    def run(self, action: pb.Action) -> None:
+    def run(self, action: kpb.Action) -> None:
         handler = self._handlers.get(action.name)
         if handler is None:
             raise KernelError(f"no handler for action {action.name!r}")
         handler({k: from_value(v) for k, v in sorted(action.args.items())})
 
 
-def action(name: str, **args: Scalar) -> pb.Action:
+def action(name: str, **args: Scalar) -> kpb.Action:
     """Build an :class:`Action` message from keyword arguments."""
-    msg = pb.Action(name=name)
+    msg = kpb.Action(name=name)
     for k, v in args.items():
         msg.args[k].CopyFrom(to_value(v))
     return msg
@@ -116,7 +134,7 @@ class RollbackPreview:
     through_seq: int
     effects: int
     changes: tuple[Change, ...]
-    world_actions: tuple[pb.Action, ...]
+    world_actions: tuple[kpb.Action, ...]
     irreversible: tuple[int, ...]
 
 
@@ -141,33 +159,48 @@ class Kernel:
         self._ledger = ledger
         self._actions = actions
         self.state = State()
-        self._effect_seqs: list[int] = []  # seqs of kernel.effect records, ascending
+        self._effect_seqs = array("q")  # seqs of kernel.effect records, ascending
         self._in_force: list[_InForce | None] = []  # the stack after each of them
-        self._open_brackets: dict[int, pb.Effect] = {}
-        self._acquires: dict[int, pb.Effect] = {}  # every ACQUIRE, by seq
+        self._open_brackets: dict[int, kpb.Effect] = {}
+        self._acquires: dict[int, kpb.Effect] = {}  # every ACQUIRE, by seq
         self._releases: dict[int, int] = {}  # RELEASE seq -> the ACQUIRE it closes
         self._staging = 0  # > 0 inside staged(): appends are staged, not synced
         self._versions: dict[str, int] = {}  # family -> state ops absorbed that touched it
+        # Effects whose world actions have no kernel.applied marker yet: in
+        # a live kernel only one whose compensation failed (the next open
+        # retries it); in a replay, what a crash interrupted.
+        self._unapplied: dict[int, kpb.Effect] = {}
         self.recovered: list[str] = []
 
     @classmethod
-    def open(cls, ledger: Ledger, actions: Actions, *, ratchets: Sequence[Ratchet] = ()) -> Kernel:
-        """Rebuild state from the ledger and finish what a crash interrupted."""
+    def open(
+        cls,
+        ledger: Ledger,
+        actions: Actions,
+        *,
+        ratchets: Sequence[Ratchet] = (),
+        image: snpb.KernelImage | None = None,
+        image_seq: int = -1,
+    ) -> Kernel:
+        """Rebuild state from the ledger and finish what a crash interrupted.
+
+        With ``image`` (:meth:`image` of a kernel after record ``image_seq``),
+        only the records after ``image_seq`` are replayed; an image that does
+        not hold together raises :class:`ImageRejected` before anything ran.
+        """
         kernel = cls(ledger, actions, ratchets=ratchets)
-        unapplied: dict[int, pb.Effect] = {}
-        for rec in ledger.iter_records():
+        start = 0
+        if image is not None:
+            kernel._restore(image, image_seq)
+            start = image_seq + 1
+        for rec in ledger.iter_records(start):
             if rec.kind == EFFECT_KIND:
-                effect = _parse(rec.payload, rec.seq)
-                kernel._absorb(rec.seq, effect)
-                if effect.do:
-                    unapplied[rec.seq] = effect
-                if effect.form == pb.EFFECT_FORM_ABORT:
-                    unapplied.pop(effect.aborted, None)
+                kernel._absorb(rec.seq, _parse(rec.payload, rec.seq))
             elif rec.kind == APPLIED_KIND:
-                unapplied.pop(int.from_bytes(rec.payload, "big"), None)
-        for seq, effect in unapplied.items():
+                kernel._unapplied.pop(int.from_bytes(rec.payload, "big"), None)
+        for seq, effect in list(kernel._unapplied.items()):
             try:
-                if effect.form == pb.EFFECT_FORM_ABORT:
+                if effect.form == kpb.EFFECT_FORM_ABORT:
                     kernel._compensate(seq, effect)
                 else:
                     kernel._run_world(seq, effect)
@@ -187,6 +220,84 @@ class Kernel:
         """The ledger this kernel journals to (read it; write through the kernel)."""
         return self._ledger
 
+    # --- start-up images ---------------------------------------------------------
+
+    def image(self) -> snpb.KernelImage:
+        """Everything :meth:`open` rebuilds, as of the last absorbed effect;
+        taken when nothing is staged (the ledger's head is that record)."""
+        img = snpb.KernelImage()
+        img.state.extend(set_op(f, k, v) for (f, k), v in self.state.items())
+        img.versions.update(self._versions)
+        img.effect_seqs.extend(self._effect_seqs)
+        img.in_force_tops.extend(n.seq if n is not None else -1 for n in self._in_force)
+        nodes: dict[int, int] = {}
+        for top in dict.fromkeys(self._in_force):  # the distinct tops, in order
+            node = top
+            while node is not None and node.seq not in nodes:
+                nodes[node.seq] = node.below.seq if node.below is not None else -1
+                node = node.below
+        for seq in sorted(nodes):
+            img.node_seqs.append(seq)
+            img.node_below.append(nodes[seq])
+        img.acquires.extend(sorted(self._acquires))
+        for seq in sorted(self._releases):
+            img.release_seqs.append(seq)
+            img.release_of.append(self._releases[seq])
+        img.open_brackets.extend(sorted(self._open_brackets))
+        img.unapplied.extend(sorted(self._unapplied))
+        return img
+
+    def _restore(self, img: snpb.KernelImage, image_seq: int) -> None:
+        """Take ``img`` as this (fresh) kernel's state; every reference in it
+        checked, so that a bad image is refused here, not half-used."""
+
+        def bad(why: str) -> ImageRejected:
+            return ImageRejected(f"the kernel image at seq {image_seq} is unusable: {why}")
+
+        if image_seq < -1 or image_seq >= self._ledger.size:
+            raise bad(f"the ledger has {self._ledger.size} records")
+        seqs = array("q", img.effect_seqs)
+        if len(img.in_force_tops) != len(seqs) or len(img.node_seqs) != len(img.node_below):
+            raise bad("its lists disagree in length")
+        if any(b <= a for a, b in itertools.pairwise(seqs)) or (
+            seqs and not 0 <= seqs[0] <= seqs[-1] <= image_seq
+        ):
+            raise bad("the effect seqs are not ascending within the ledger")
+        nodes: dict[int, _InForce] = {}
+        for seq, below in sorted(zip(img.node_seqs, img.node_below, strict=True)):
+            under = nodes.get(below) if below >= 0 else None
+            if below >= 0 and (under is None or below >= seq):
+                raise bad(f"in-force node {seq} stands on unknown node {below}")
+            nodes[seq] = _InForce(seq, under, under.depth + 1 if under else 1)
+        in_force: list[_InForce | None] = []
+        for top in img.in_force_tops:
+            node = nodes.get(top) if top >= 0 else None
+            if top >= 0 and node is None:
+                raise bad(f"in-force top {top} is not a node")
+            in_force.append(node)
+        effects = set(seqs)
+        refs = [*img.acquires, *img.release_seqs, *img.release_of, *img.unapplied]
+        if any(s not in effects for s in [*refs, *img.open_brackets]):
+            raise bad("a bracket or unapplied effect is not an effect in it")
+        if not set(img.open_brackets) <= set(img.acquires):
+            raise bad("a held bracket is not an acquire")
+        try:
+            for op in img.state:
+                if not op.HasField("value"):
+                    raise bad(f"state entry {op.family}/{op.key} has no value")
+            self.state.apply(img.state)
+            acquires = {s: _parse(self._ledger.read(s).payload, s) for s in img.acquires}
+            unapplied = {s: _parse(self._ledger.read(s).payload, s) for s in img.unapplied}
+        except (KernelError, NagaError) as exc:
+            raise bad(str(exc)) from None
+        self._versions = dict(img.versions)
+        self._effect_seqs = seqs
+        self._in_force = in_force
+        self._acquires = acquires
+        self._releases = dict(zip(img.release_seqs, img.release_of, strict=True))
+        self._open_brackets = {s: acquires[s] for s in sorted(img.open_brackets)}
+        self._unapplied = unapplied
+
     def version(self, family: str) -> int:
         """An epoch of ``family``: it moves with every journaled op on the
         family (a registration, a perform's ops, a rollback or an abort that
@@ -200,15 +311,15 @@ class Kernel:
         i = bisect.bisect_right(self._effect_seqs, seq) - 1
         return self._in_force[i] if i >= 0 else None
 
-    def _absorb(self, seq: int, effect: pb.Effect) -> None:
+    def _absorb(self, seq: int, effect: kpb.Effect) -> None:
         self.state.apply(effect.forward)
         versions = self._versions
         for op in effect.forward:
             versions[op.family] = versions.get(op.family, 0) + 1
         top = self._in_force[-1] if self._in_force else None
-        if effect.form == pb.EFFECT_FORM_ROLLBACK:
+        if effect.form == kpb.EFFECT_FORM_ROLLBACK:
             top = self._in_force_at(effect.rollback_to)
-        elif effect.form == pb.EFFECT_FORM_ABORT:
+        elif effect.form == kpb.EFFECT_FORM_ABORT:
             # The world part of the aborted effect never came into force, not
             # even at its own seq (a rollback to it must not run it again):
             # what is in force there and now is what was just before it.
@@ -220,16 +331,20 @@ class Kernel:
             top = _InForce(seq, top, top.depth + 1 if top else 1)
         self._effect_seqs.append(seq)
         self._in_force.append(top)
-        if effect.form == pb.EFFECT_FORM_ACQUIRE:
+        if effect.do:
+            self._unapplied[seq] = effect
+        if effect.form == kpb.EFFECT_FORM_ABORT:
+            self._unapplied.pop(effect.aborted, None)
+        if effect.form == kpb.EFFECT_FORM_ACQUIRE:
             self._acquires[seq] = effect
             self._open_brackets[seq] = effect
-        elif effect.form == pb.EFFECT_FORM_RELEASE:
+        elif effect.form == kpb.EFFECT_FORM_RELEASE:
             self._releases[seq] = effect.bracket
             self._open_brackets.pop(effect.bracket, None)
-        elif effect.form in (pb.EFFECT_FORM_ROLLBACK, pb.EFFECT_FORM_ABORT):
+        elif effect.form in (kpb.EFFECT_FORM_ROLLBACK, kpb.EFFECT_FORM_ABORT):
             self._open_brackets = self._open_at(top)
 
-    def _open_at(self, top: _InForce | None) -> dict[int, pb.Effect]:
+    def _open_at(self, top: _InForce | None) -> dict[int, kpb.Effect]:
         """The brackets whose resource is held when ``top`` is in force: a
         rollback into the middle of a bracket acquires it again, and nobody
         holds it then, so the kernel tracks it until it is released (at the
@@ -264,7 +379,7 @@ class Kernel:
             return self._ledger.stage(Entry.of(kind, payload)).seq
         return self._ledger.append(kind, payload).seq
 
-    def _journal(self, effect: pb.Effect) -> int:
+    def _journal(self, effect: kpb.Effect) -> int:
         seq = self._append(EFFECT_KIND, effect.SerializeToString(deterministic=True))
         self._absorb(seq, effect)
         if effect.do:
@@ -272,7 +387,7 @@ class Kernel:
             self._run_world(seq, effect)
         return seq
 
-    def _run_world(self, seq: int, effect: pb.Effect) -> None:
+    def _run_world(self, seq: int, effect: kpb.Effect) -> None:
         """Run the world actions of the journaled effect ``seq``, then its
         marker; if one raises, journal the ABORT and raise ActionFailed."""
         for act in effect.do:
@@ -282,11 +397,12 @@ class Kernel:
                 abort_seq = self._abort(seq, effect, f"{type(exc).__name__}: {exc}")
                 raise ActionFailed(seq, abort_seq, act.name, str(exc)) from exc
         self._append(APPLIED_KIND, seq.to_bytes(8, "big"))
+        self._unapplied.pop(seq, None)
 
-    def _abort(self, seq: int, effect: pb.Effect, failure: str) -> int:
+    def _abort(self, seq: int, effect: kpb.Effect, failure: str) -> int:
         ops = list(effect.inverse)
-        abort = pb.Effect(
-            form=pb.EFFECT_FORM_ABORT,
+        abort = kpb.Effect(
+            form=kpb.EFFECT_FORM_ABORT,
             description=f"aborted {seq} ({effect.description}): {failure}"[:1000],
             forward=ops,
             inverse=self.state.inverse_of(ops),
@@ -300,7 +416,7 @@ class Kernel:
         self._compensate(abort_seq, abort)
         return abort_seq
 
-    def _compensate(self, abort_seq: int, abort: pb.Effect) -> None:
+    def _compensate(self, abort_seq: int, abort: kpb.Effect) -> None:
         """Run an ABORT's undo actions. One that raises leaves the ABORT
         without its marker, so the next open tries again; an abort is never
         itself aborted."""
@@ -313,6 +429,7 @@ class Kernel:
                 ) from exc
         if abort.do:
             self._append(APPLIED_KIND, abort_seq.to_bytes(8, "big"))
+            self._unapplied.pop(abort_seq, None)
 
     # --- the three forms -------------------------------------------------------
 
@@ -321,9 +438,10 @@ class Kernel:
     ) -> int:
         """Set (or, with None, remove) one entry; the inverse is derived."""
         forward = [set_op(family, key, value)]
+        _refuse_pinned(forward)
         return self._journal(
-            pb.Effect(
-                form=pb.EFFECT_FORM_REGISTER,
+            kpb.Effect(
+                form=kpb.EFFECT_FORM_REGISTER,
                 description=description or f"set {family}/{key}",
                 forward=forward,
                 inverse=self.state.inverse_of(forward),
@@ -332,18 +450,23 @@ class Kernel:
 
     def perform(
         self,
-        do: Sequence[pb.Action],
-        undo: Sequence[pb.Action] | None,
+        do: Sequence[kpb.Action],
+        undo: Sequence[kpb.Action] | None,
         *,
         description: str,
-        forward: Iterable[pb.SetOp] = (),
+        forward: Iterable[kpb.SetOp] = (),
+        pinned: bool = False,
     ) -> int:
         """Run world actions with their author's inverse (``undo``); ``None``
-        marks the effect irreversible: rollbacks report it, never fake it."""
+        marks the effect irreversible: rollbacks report it, never fake it.
+        ``pinned``: the ops may touch PINNED_FAMILIES (the constitution's own
+        module only)."""
         ops = list(forward)
+        if not pinned:
+            _refuse_pinned(ops)
         return self._journal(
-            pb.Effect(
-                form=pb.EFFECT_FORM_PERFORM,
+            kpb.Effect(
+                form=kpb.EFFECT_FORM_PERFORM,
                 description=description,
                 forward=ops,
                 inverse=self.state.inverse_of(ops),
@@ -355,12 +478,12 @@ class Kernel:
 
     @contextlib.contextmanager
     def bracket(
-        self, acquire: pb.Action, release: pb.Action, *, description: str
+        self, acquire: kpb.Action, release: kpb.Action, *, description: str
     ) -> Generator[int]:
         """Acquire, use, release; a crash in between is released on open."""
         seq = self._journal(
-            pb.Effect(
-                form=pb.EFFECT_FORM_ACQUIRE,
+            kpb.Effect(
+                form=kpb.EFFECT_FORM_ACQUIRE,
                 description=description,
                 do=[acquire],
                 undo=[release],
@@ -373,10 +496,10 @@ class Kernel:
             if effect is not None:
                 self._release(seq, effect, f"release: {description}")
 
-    def _release(self, acquire_seq: int, acquired: pb.Effect, description: str) -> int:
+    def _release(self, acquire_seq: int, acquired: kpb.Effect, description: str) -> int:
         return self._journal(
-            pb.Effect(
-                form=pb.EFFECT_FORM_RELEASE,
+            kpb.Effect(
+                form=kpb.EFFECT_FORM_RELEASE,
                 description=description,
                 bracket=acquire_seq,
                 do=list(acquired.undo),
@@ -384,9 +507,47 @@ class Kernel:
             )
         )
 
+    # --- one effect undone ---------------------------------------------------------
+
+    def effect_at(self, seq: int) -> kpb.Effect | None:
+        """The effect journaled as record ``seq``; None if that record is
+        not a kernel effect (or the ledger has no such record)."""
+        self._ledger.commit()  # what is staged must be readable first
+        if not 0 <= seq < self._ledger.size:
+            return None
+        record = self._ledger.read(seq)
+        if record.kind != EFFECT_KIND:
+            return None
+        return _parse(record.payload, seq)
+
+    def revert(self, seq: int, *, description: str) -> int:
+        """Undo the one PERFORM effect ``seq`` by its author's inverse: a new
+        reversible PERFORM whose world actions are its ``undo`` (and whose
+        own undo is its ``do``), journaled like any other. Unlike a rollback
+        it leaves every later effect in force, so it is for an effect no
+        later one builds on (the start's undo of a tool call a crash
+        interrupted). Refused for an effect with state ops (undoing them
+        out of order would take back later changes), an irreversible one,
+        or one without world actions."""
+        effect = self.effect_at(seq)
+        if effect is None or effect.form != kpb.EFFECT_FORM_PERFORM:
+            raise KernelError(f"ledger entry {seq} is not a perform effect")
+        if effect.irreversible or not effect.undo:
+            raise KernelError(f"effect {seq} has no inverse: it cannot be undone")
+        if effect.forward:
+            raise KernelError(f"effect {seq} changed kernel state: only a rollback undoes it")
+        return self._journal(
+            kpb.Effect(
+                form=kpb.EFFECT_FORM_PERFORM,
+                description=description,
+                do=list(effect.undo),
+                undo=list(effect.do),
+            )
+        )
+
     # --- rollback ----------------------------------------------------------------
 
-    def _effects_after(self, to_seq: int) -> list[tuple[int, pb.Effect]]:
+    def _effects_after(self, to_seq: int) -> list[tuple[int, kpb.Effect]]:
         self._ledger.commit()  # what is staged must be readable (and durable) first
         if to_seq >= self._ledger.size:
             raise NotFound(f"no ledger entry {to_seq}: the ledger has {self._ledger.size}")
@@ -397,7 +558,7 @@ class Kernel:
             (seq, _parse(self._ledger.read(seq).payload, seq)) for seq in self._effect_seqs[start:]
         ]
 
-    def _plan(self, to_seq: int) -> tuple[pb.Effect, RollbackPreview]:
+    def _plan(self, to_seq: int) -> tuple[kpb.Effect, RollbackPreview]:
         effects = self._effects_after(to_seq)
         target = self.state.fork()
         irreversible: list[int] = []
@@ -426,7 +587,7 @@ class Kernel:
                 then = then.below
         known = dict(effects)
 
-        def eff(seq: int) -> pb.Effect:
+        def eff(seq: int) -> kpb.Effect:
             found = known.get(seq)
             return found if found is not None else _parse(self._ledger.read(seq).payload, seq)
 
@@ -434,14 +595,18 @@ class Kernel:
         undo_world += [a for s in reversed(enter) for a in eff(s).do]
         redo_world = [a for s in enter for a in eff(s).undo]
         redo_world += [a for s in reversed(leave) for a in eff(s).do]
+        # A pinned family is outside rollback: what a later effect did to it
+        # stays (and replays the same: the rollback's ops never name it).
         changed = sorted(
-            k for k in target.touched() if not same_value(self.state.get(k), target.get(k))
+            k
+            for k in target.touched()
+            if k[0] not in PINNED_FAMILIES and not same_value(self.state.get(k), target.get(k))
         )
         forward = [set_op(f, k, target.get((f, k))) for f, k in changed]
         inverse = [set_op(f, k, self.state.get((f, k))) for f, k in changed]
         through = self._ledger.size - 1
-        effect = pb.Effect(
-            form=pb.EFFECT_FORM_ROLLBACK,
+        effect = kpb.Effect(
+            form=kpb.EFFECT_FORM_ROLLBACK,
             description=f"rollback to {to_seq}",
             forward=forward,
             inverse=inverse,
@@ -494,13 +659,21 @@ class Kernel:
         return lo - 1
 
 
-def _parse(payload: bytes, seq: int) -> pb.Effect:
-    effect = pb.Effect()
+def _refuse_pinned(ops: Iterable[kpb.SetOp]) -> None:
+    for op in ops:
+        if op.family in PINNED_FAMILIES:
+            raise PinnedFamily(
+                f"kernel family {op.family!r} is pinned: no ordinary effect changes it"
+            )
+
+
+def _parse(payload: bytes, seq: int) -> kpb.Effect:
+    effect = kpb.Effect()
     try:
         effect.ParseFromString(payload)
     except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError (a bare Exception subclass)
         raise KernelError(f"ledger entry {seq} is not a kernel effect: {exc}") from None
-    if effect.form == pb.EFFECT_FORM_UNSPECIFIED:
+    if effect.form == kpb.EFFECT_FORM_UNSPECIFIED:
         raise KernelError(f"ledger entry {seq} has no effect form")
     return effect
 
@@ -520,8 +693,12 @@ __all__ = [
     "EFFECT_KIND",
     "ActionFailed",
     "Actions",
+    "ImageRejected",
+    "PINNED_FAMILIES",
+    "PinnedFamily",
     "Change",
     "Kernel",
+    "Ratchet",
     "RollbackPreview",
     "action",
     "replay",

@@ -35,8 +35,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from naga_core.kernel._branch import Registrar, same
-from naga_core.kernel._state import KernelError, Scalar
+from naga_core.kernel._branch import same
+from naga_core.kernel._state import KernelError, Registrar, Scalar
 
 SETTING_FAMILY = "setting"
 MAX_NAME_CHARS = 64
@@ -414,7 +414,7 @@ DEFAULT_SETTINGS: tuple[SettingSpec, ...] = (
         4,
         min=1,
         max=64,
-        doc="turns running at once across all sessions; the gateway follows changes live",
+        doc="turns running at once across all sessions; the core applies changes live",
     ),
     SettingSpec.choice(
         "lanes.queue_mode",
@@ -422,6 +422,129 @@ DEFAULT_SETTINGS: tuple[SettingSpec, ...] = (
         ("steer", "followup", "collect", "interrupt"),
         doc="what a message arriving during a run does when it names no mode; "
         "the gateway follows changes live",
+    ),
+    # Tools and the workspace (docs/design/tools.md).
+    SettingSpec.text(
+        "workspace.path",
+        "",
+        max_len=1024,
+        pattern=r"(/[^\x00]*)?",
+        doc="the owner's workspace, an absolute path; unset: $NAGA_HOME/workspace "
+        "(tool plugins see the new one from their next start)",
+    ),
+    SettingSpec.choice(
+        "tools.max_risk",
+        "R2",
+        ("R0", "R1", "R2", "R3", "R4"),
+        doc="the riskiest shipped tool offered to an owner's turn (a peer's trust may lower it)",
+    ),
+    SettingSpec.choice(
+        "tools.approve_from",
+        "R3",
+        ("R0", "R1", "R2", "R3", "R4"),
+        doc="tool calls at or above this risk wait for the owner's approval",
+    ),
+    SettingSpec.real(
+        "tools.approval_timeout_s",
+        120.0,
+        min=1.0,
+        max=86400.0,
+        doc="seconds an approval waits for the owner; no answer is a deny",
+    ),
+    SettingSpec.text(
+        "egress.loopback_hosts",
+        "",
+        max_len=512,
+        pattern=r"([a-z0-9.:-]+(,[a-z0-9.:-]+)*)?",
+        doc="host names (comma-separated) a plugin's egress may reach on loopback: "
+        "stand-ins for real hosts (tests, a local server); other loopback, private and "
+        "link-local addresses are always refused",
+    ),
+    SettingSpec.text(
+        "web.allowed_hosts",
+        "*",
+        max_len=1024,
+        pattern=r"[a-z0-9.*-]+(,[a-z0-9.*-]+)*",
+        doc="hosts web.fetch may reach on ports 80 and 443 (comma-separated; * any public "
+        "host, *.example.com its subdomains); loopback, private and link-local addresses "
+        "are always refused",
+    ),
+    SettingSpec.text(
+        "wechat.api_base",
+        "https://ilinkai.weixin.qq.com",
+        max_len=256,
+        pattern=r"https?://[A-Za-z0-9.:\[\]-]+(/[A-Za-z0-9._~/-]*)?",
+        doc="the iLink API base the WeChat plugin logs in at (QR codes); its host and "
+        "port are the plugin's egress",
+    ),
+    SettingSpec.text(
+        "wechat.cdn_base",
+        "https://novac2c.cdn.weixin.qq.com/c2c",
+        max_len=256,
+        pattern=r"https?://[A-Za-z0-9.:\[\]-]+(/[A-Za-z0-9._~/-]*)?",
+        doc="the iLink media CDN base; its host and port are the WeChat plugin's egress",
+    ),
+    # The skill library (docs/design/skills.md).
+    SettingSpec.integer(
+        "skills.offer_max", 3, min=0, max=20, doc="most skills a turn's prompt names (0: none)"
+    ),
+    SettingSpec.integer(
+        "skills.offer_tokens",
+        300,
+        min=0,
+        max=4000,
+        doc="most tokens the names and descriptions of offered skills take in a prompt",
+    ),
+    SettingSpec.choice(
+        "skills.review",
+        "off",
+        ("on", "off"),
+        doc="on: after a turn that succeeded and used tools, one review call (of the turn's "
+        "budget) may propose a skill, judged before anything is written",
+    ),
+    SettingSpec.integer(
+        "skills.review_min_tools",
+        2,
+        min=1,
+        max=100,
+        doc="tool calls a turn must have made (all answered) before it is reviewed",
+    ),
+    SettingSpec.real(
+        "skills.duplicate_threshold",
+        0.6,
+        min=0.1,
+        max=1.0,
+        doc="similarity (name, description, body) at which a new skill is a near-duplicate",
+    ),
+    SettingSpec.integer(
+        "skills.stale_days",
+        30,
+        min=1,
+        max=3650,
+        doc="days without use after which the curator archives a skill (never deletes)",
+    ),
+    SettingSpec.integer(
+        "skills.curate_every_h",
+        0,
+        min=0,
+        max=8760,
+        doc="hours between curations run when no turn runs (0: only `naga skill curate`)",
+    ),
+    # Hands-off operation (docs/adr/0022-hands-startup-snapshot.md,
+    # docs/design/constitution.md).
+    SettingSpec.integer(
+        "ledger.snapshot_every",
+        20000,
+        min=100,
+        max=10_000_000,
+        doc="records between start-up snapshots (one is also written at every clean stop)",
+    ),
+    SettingSpec.real(
+        "constitution.check_s",
+        60.0,
+        min=0.05,
+        max=86400.0,
+        doc="seconds between checks of the constitution file against its ledger anchor",
     ),
 )
 

@@ -9,6 +9,7 @@ the inverse of a registration is derived by reading the entry before it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from typing import Protocol
 
 from naga import values
 from naga.v1 import kernel_pb2 as pb
@@ -20,6 +21,17 @@ Key = tuple[str, str]
 
 class KernelError(NagaError):
     """A kernel operation was refused."""
+
+
+class Registrar(Protocol):
+    """What settings and trust tables write through: a Kernel or a Branch."""
+
+    @property
+    def state(self) -> Mapping[Key, Scalar]: ...
+
+    def register(
+        self, family: str, key: str, value: Scalar | None, *, description: str = ""
+    ) -> int | None: ...
 
 
 def to_value(value: Scalar) -> pb.Value:

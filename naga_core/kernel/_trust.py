@@ -28,14 +28,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from naga.trust import TrustLevel
 from naga_core.kernel._kernel import Change
-from naga_core.kernel._state import KernelError, Scalar
-
-if TYPE_CHECKING:
-    from naga_core.kernel._branch import Registrar
+from naga_core.kernel._state import KernelError, Registrar, Scalar
 
 TRUST_FAMILY = "trust"
 MAX_PEER_CHARS = 200

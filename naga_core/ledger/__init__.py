@@ -20,11 +20,11 @@ from naga_core.ledger._merkle import (
     verify_inclusion,
 )
 from naga_core.ledger._projection import Projection, verify_projection
-from naga_core.ledger._record import Entry, Record
+from naga_core.ledger._record import Entry, Record, decode_body, leaf_hash_of
 from naga_core.ledger._recovery import RecoveryReport, TornTailCut
 from naga_core.ledger._simfs import SimulatedFileSystem
 from naga_core.ledger._snapshots import Snapshot, SnapshotStore
-from naga_core.ledger._verify import Problem, VerifyReport, verify_ledger
+from naga_core.ledger._verify import LedgerView, Problem, VerifyReport, read_ledger, verify_ledger
 
 __all__ = [
     "BlobProblem",
@@ -40,11 +40,14 @@ __all__ = [
     "Head",
     "InclusionProof",
     "Ledger",
+    "LedgerView",
     "OsFileSystem",
     "Problem",
     "Projection",
     "Receipt",
     "Record",
+    "decode_body",
+    "leaf_hash_of",
     "RecoveryReport",
     "SimulatedFileSystem",
     "Snapshot",
@@ -54,6 +57,7 @@ __all__ = [
     "consistency_proof",
     "inclusion_proof",
     "leaf_hash",
+    "read_ledger",
     "node_hash",
     "root",
     "verify_consistency",

@@ -4,7 +4,8 @@ A blob lives at ``root/sha256/ab/<64 lowercase hex>``, named by the SHA-256
 of its content, so a record references it by digest alone and anyone can
 check that what they read is what was referenced. Writes go through
 ``root/tmp`` and a rename, so a crash leaves either no blob or a whole one,
-plus at worst a temp file that :meth:`BlobStore.clean_tmp` removes.
+plus at worst a temp file that :meth:`BlobStore.clean_tmp` removes (the
+ledger's open does, so every start cleans what a kill left).
 
 Everything touches the disk through :class:`~naga_core.ledger._fs.FileSystem`,
 so the simulated filesystem can inject faults and crashes into every step.
@@ -31,7 +32,7 @@ _HEX = frozenset("0123456789abcdef")
 _ALGO_DIR = "sha256"
 _TMP_DIR = "tmp"
 
-ProblemKind = Literal["corrupt", "stray"]
+ProblemKind = Literal["corrupt", "stray", "leftover"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +40,10 @@ class BlobProblem:
     """One thing :meth:`BlobStore.verify_all` found wrong.
 
     ``kind`` is ``"corrupt"`` for a blob whose content does not match its name
-    (or cannot be read) and ``"stray"`` for a file that is not a blob at all:
-    a misnamed or misplaced file, or temp debris from an interrupted put.
+    (or cannot be read), ``"stray"`` for a file that is not a blob at all (a
+    misnamed or misplaced file) and ``"leftover"`` for a temp file of an
+    interrupted put: what a crash leaves by design, removed by the next open
+    (:meth:`BlobStore.clean_tmp`), so not damage.
     """
 
     path: str
@@ -175,8 +178,8 @@ class BlobStore:
         """Rehash every blob and list everything wrong; changes nothing.
 
         Reports corrupt blobs, stray files anywhere under ``root`` and temp
-        files left in ``root/tmp`` by an interrupted put (call
-        :meth:`clean_tmp` to remove those).
+        files left in ``root/tmp`` by an interrupted put (kind ``leftover``:
+        :meth:`clean_tmp` removes those).
         """
         problems: list[BlobProblem] = []
         try:
@@ -193,7 +196,12 @@ class BlobStore:
                     if name not in (_ALGO_DIR, _TMP_DIR) or not self._fs.is_dir(path):
                         problems.append(BlobProblem(path, "not part of the blob store", "stray"))
             for path in self._tmp_entries():
-                problems.append(BlobProblem(path, "temp file left by an interrupted put", "stray"))
+                if self._fs.is_dir(path):  # never made by a put: not ours to remove
+                    problems.append(BlobProblem(path, "a directory in the temp area", "stray"))
+                else:
+                    problems.append(
+                        BlobProblem(path, "temp file left by an interrupted put", "leftover")
+                    )
         except OSError as e:
             raise BlobError(f"cannot verify blob store {self._root}: {e}") from e
         problems.sort(key=lambda p: p.path)

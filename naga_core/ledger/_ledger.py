@@ -26,6 +26,7 @@ import threading
 import time
 import zlib
 from array import array
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -65,6 +66,7 @@ from naga_core.ledger._segment import (
     SEAL_SUFFIX,
     SEGMENT_SUFFIX,
     Seal,
+    decode_index,
     encode_index,
     encode_seal,
     segment_stem,
@@ -146,8 +148,15 @@ class Ledger:
         self._exit = exit_stack
         self.report = report
         self._sealed: list[Seal] = list(state.seals)
-        self._sealed_offsets: list[array[int]] = list(state.sealed_offsets)
+        # Leaf hashes in memory for the unsealed tail only, from seq _base: a
+        # sealed segment's offsets and leaves are read back from its index
+        # (checked against its signed seal) when asked, a few kept, so the
+        # memory held does not grow with the ledger.
         self._leaves = state.leaves
+        self._base = self._sealed[-1].tree_size if self._sealed else 0
+        self._firsts = [seal.first_seq for seal in self._sealed]
+        self._indexes: OrderedDict[int, tuple[array[int], bytes]] = OrderedDict()
+        self._index_lock = threading.Lock()
         self._frontier = state.frontier
         self._durable = state.size
         self._last_ts = state.last_timestamp_ns
@@ -268,6 +277,16 @@ class Ledger:
                     raise self._fail(exc) from exc
             return self._durable
 
+    def writer_free_within(self, timeout_s: float) -> bool:
+        """Whether the writer can start a commit within ``timeout_s``: False
+        while one is stuck (a write or fdatasync that does not return), what
+        the core's watchdog asks before each ping. Blocks up to the timeout:
+        call it off the loop."""
+        if not self._commit_lock.acquire(timeout=max(timeout_s, 0.0)):
+            return False
+        self._commit_lock.release()
+        return True
+
     def append(self, kind: str, payload: bytes, blob_refs: Sequence[bytes] = ()) -> Receipt:
         """Stage and commit one record (one fdatasync)."""
         receipt = self.stage(Entry.of(kind, payload, blob_refs))
@@ -374,14 +393,17 @@ class Ledger:
         stem = os.path.join(self._seg_dir, segment_stem(active.first_seq))
         count = len(active.offsets)
         tree_size = active.first_seq + count
-        leaves = bytes(self._leaves[32 * active.first_seq : 32 * tree_size])
+        base = self._base
+        leaves = bytes(self._leaves[32 * (active.first_seq - base) : 32 * (tree_size - base)])
         index = encode_index(active.offsets, leaves)
         write_atomic(self._fs, stem + INDEX_SUFFIX, index)
         prev = self._sealed[-1] if self._sealed else None
         prev_size = prev.tree_size if prev is not None else 0
         tree_root = self._tree().root()
         proof = (
-            consistency_proof(self._leaf_list(tree_size), prev_size, tree_size) if prev_size else []
+            consistency_proof(self._leaf_list(tree_size, raw=True), prev_size, tree_size)
+            if prev_size
+            else []
         )
         seal = Seal(
             segment=os.path.basename(active.path),
@@ -405,7 +427,10 @@ class Ledger:
             active.handle.close()
         with self._lock:
             self._sealed.append(seal)
-            self._sealed_offsets.append(active.offsets)
+            self._firsts.append(seal.first_seq)
+            self._tree()  # the frontier covers every sealed leaf before they go
+            del self._leaves[: 32 * (tree_size - base)]
+            self._base = tree_size
             self._active = None
 
     # --- reading -----------------------------------------------------------------
@@ -432,25 +457,66 @@ class Ledger:
     def head(self) -> Head:
         with self._lock:
             n = self._durable
-            last = bytes(self._leaves[32 * (n - 1) : 32 * n]) if n else GENESIS_PREV
+            last = self._leaf(n - 1) if n else GENESIS_PREV
             return Head(n, last, self._tree().root(), len(self._sealed))
 
     def leaf_hash(self, seq: int) -> bytes:
         with self._lock:
             if not 0 <= seq < self._durable:
                 raise NotFound(f"no record {seq}: the ledger has {self._durable} records")
-            return bytes(self._leaves[32 * seq : 32 * seq + 32])
+            return self._leaf(seq)
+
+    def _leaf(self, seq: int) -> bytes:
+        """Under ``_lock``; ``seq`` durable."""
+        if seq >= self._base:
+            i = 32 * (seq - self._base)
+            return bytes(self._leaves[i : i + 32])
+        k = self._seal_of(seq)
+        _offsets, leaves = self._index(k)
+        i = 32 * (seq - self._sealed[k].first_seq)
+        return leaves[i : i + 32]
+
+    def _seal_of(self, seq: int) -> int:
+        return bisect.bisect_right(self._firsts, seq) - 1
+
+    def _index(self, k: int, *, raw: bool = False) -> tuple[array[int], bytes]:
+        """Sealed segment ``k``'s offsets and leaves, read back from its index
+        and checked against its seal (under ``_lock``, or the committer's;
+        ``raw``: an I/O error raised as is, for the commit to fail on)."""
+        with self._index_lock:  # the committer reads them without _lock (sealing)
+            got = self._indexes.get(k)
+            if got is not None:
+                self._indexes.move_to_end(k)
+                return got
+        seal = self._sealed[k]
+        path = os.path.join(self._seg_dir, segment_stem(seal.first_seq) + INDEX_SUFFIX)
+        try:
+            data = self._fs.read(path)
+        except OSError as exc:
+            if raw:
+                raise
+            raise LedgerError(f"reading the index {path}: {exc}") from exc
+        if _sha256(data) != seal.index_sha256:
+            raise LedgerCorrupt(path, None, "index does not match its seal (changed since open)")
+        try:
+            got = decode_index(data)
+        except ValueError as exc:
+            raise LedgerCorrupt(path, None, str(exc)) from None
+        with self._index_lock:
+            self._indexes[k] = got
+            if len(self._indexes) > _INDEXES_KEPT:
+                self._indexes.popitem(last=False)
+        return got
 
     def _locate(self, seq: int) -> tuple[str, int]:
         with self._lock:
             if not 0 <= seq < self._durable:
                 raise NotFound(f"no record {seq}: the ledger has {self._durable} records")
-            firsts = [s.first_seq for s in self._sealed]
-            k = bisect.bisect_right(firsts, seq) - 1
+            k = self._seal_of(seq)
             if k >= 0 and seq < self._sealed[k].tree_size:
                 seal = self._sealed[k]
                 path = os.path.join(self._seg_dir, seal.segment)
-                return path, self._sealed_offsets[k][seq - seal.first_seq]
+                return path, self._index(k)[0][seq - seal.first_seq]
             active = self._active
             assert active is not None
             return active.path, active.offsets[seq - active.first_seq]
@@ -507,13 +573,24 @@ class Ledger:
         """
         frontier = self._frontier
         buf = self._leaves
+        base = 32 * self._base  # the frontier never lags behind the last seal
         for i in range(32 * frontier.size, 32 * self._durable, 32):
-            frontier.append(bytes(buf[i : i + 32]))
+            frontier.append(bytes(buf[i - base : i - base + 32]))
         return frontier
 
-    def _leaf_list(self, size: int) -> list[bytes]:
+    def _leaf_list(self, size: int, *, raw: bool = False) -> list[bytes]:
+        """The first ``size`` leaves (proofs of past trees: sealed segments'
+        read back from their indexes, for this call only)."""
+        out: list[bytes] = []
+        for k, seal in enumerate(self._sealed):
+            if seal.first_seq >= size:
+                return out
+            leaves = self._index(k, raw=raw)[1]
+            n = min(seal.count, size - seal.first_seq)
+            out += [leaves[i : i + 32] for i in range(0, 32 * n, 32)]
         buf = self._leaves
-        return [bytes(buf[i : i + 32]) for i in range(0, 32 * size, 32)]
+        out += [bytes(buf[i : i + 32]) for i in range(0, 32 * (size - self._base), 32)]
+        return out
 
     def root_at(self, size: int) -> bytes:
         with self._lock:
@@ -560,6 +637,10 @@ class Ledger:
     def seals(self) -> list[Seal]:
         with self._lock:
             return list(self._sealed)
+
+
+#: Sealed segments' indexes kept read back (about 1.8 MB each at 8 MB segments).
+_INDEXES_KEPT = 2
 
 
 def _sha256(data: bytes) -> bytes:

@@ -473,6 +473,24 @@ def read_head(path: str) -> Head | None:
         return None
 
 
+def fresh_projection(path: str) -> bool:
+    """Whether ``path`` is missing or a whole projection with nothing applied
+    yet: what a core killed before its first catch-up leaves (the next start
+    builds it), as opposed to a damaged file."""
+    if not os.path.lexists(path):
+        return True
+    if not os.path.isfile(path):
+        return False
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+    try:
+        with contextlib.closing(_connect(uri, uri=True)) as ro:
+            if ro.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
+                return True  # created, schema not yet committed
+            return _inspect(ro) is None and _read_head(ro) is None
+    except sqlite3.Error:
+        return False
+
+
 def verify_projection(path: str, source: RecordSource) -> str | None:
     """None if the file at ``path`` is exactly what the ledger rebuilds, else why
     not. The file is opened read-only; the reference is built in memory."""

@@ -9,7 +9,10 @@ The rules (docs/design/ledger.md, "Recovery"):
 * the last, unsealed segment is scanned record by record; a torn tail (the
   never-acknowledged last write, cut short or partly missing) is truncated
   and reported; anything else refuses to open, naming file, offset and cause;
-* blobs referenced from the unsealed tail must be present and intact.
+* blobs referenced from the unsealed tail must be present and intact;
+* temp files of interrupted blob puts (``blobs/tmp``) are removed: no put
+  is in flight while the ledger lock is being taken, and a temp file is
+  never referenced (a record names a blob only once it is renamed in).
 """
 
 from __future__ import annotations
@@ -61,6 +64,13 @@ class RecoveryReport:
     tail_records: int
     cut: tuple[TornTailCut, ...] = ()
     removed: tuple[str, ...] = ()
+    #: temp files of interrupted blob puts, removed
+    blobs_cleaned: tuple[str, ...] = ()
+
+    @property
+    def cleaned(self) -> bool:
+        """Whether the open found anything a crash leaves (and fixed it)."""
+        return bool(self.cut or self.removed or self.blobs_cleaned)
 
     def lines(self) -> list[str]:
         out = [f"{self.size} records, {self.sealed_segments} sealed segments"]
@@ -69,6 +79,7 @@ class RecoveryReport:
             for c in self.cut
         ]
         out += [f"removed crash debris: {p}" for p in self.removed]
+        out += [f"removed an interrupted blob put's temp file: {p}" for p in self.blobs_cleaned]
         return out
 
 
@@ -77,7 +88,8 @@ class SegmentState:
     """Everything the writer needs to continue where the disk left off."""
 
     seals: list[Seal] = field(default_factory=lambda: [])
-    sealed_offsets: list[array[int]] = field(default_factory=lambda: [])
+    #: The leaf hashes of the unsealed tail only (a sealed segment's are in
+    #: its index file, checked here against its seal and read back on demand).
     leaves: bytearray = field(default_factory=bytearray)
     frontier: CompactRange = field(default_factory=CompactRange)
     size: int = 0
@@ -224,6 +236,12 @@ def recover(
     if debris:
         fs.sync_dir(seg_dir)
     removed = list(debris)
+    blobs_cleaned: tuple[str, ...] = ()
+    if blobs is not None:
+        try:
+            blobs_cleaned = tuple(blobs.clean_tmp())
+        except BlobError as exc:
+            raise LedgerCorrupt(blobs.root, None, str(exc)) from None
     state = SegmentState()
     firsts = sorted(groups)
     cut: list[TornTailCut] = []
@@ -246,7 +264,8 @@ def recover(
         last = k == len(firsts) - 1
         if "seal" in kinds:
             prev = state.seals[-1] if state.seals else None
-            seal, offsets, leaves = check_seal(
+            # Its leaves are checked here and read back from the index when asked.
+            seal, offsets, _leaves = check_seal(
                 fs,
                 seg_dir,
                 first=first,
@@ -267,8 +286,7 @@ def recover(
                     TornTailCut(log_path, seal.bytes, excess, "bytes past the end its seal covers")
                 )
             state.seals.append(seal)
-            state.sealed_offsets.append(offsets)
-            state.leaves += leaves
+            state.leaves = bytearray()
             state.frontier = CompactRange.from_bytes(seal.frontier)
             state.size = seal.tree_size
             state.last_leaf = seal.last_leaf_hash
@@ -314,6 +332,7 @@ def recover(
         tail_records=tail_records,
         cut=tuple(cut),
         removed=tuple(removed),
+        blobs_cleaned=blobs_cleaned,
     )
     return state, report
 

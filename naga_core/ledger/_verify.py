@@ -19,7 +19,7 @@ from naga_core.ledger._blobs import BlobStore
 from naga_core.ledger._checkpoint import CheckpointVerifier
 from naga_core.ledger._fs import FileSystem
 from naga_core.ledger._merkle import CompactRange
-from naga_core.ledger._projection import read_head, verify_projection
+from naga_core.ledger._projection import fresh_projection, read_head, verify_projection
 from naga_core.ledger._record import GENESIS_PREV, Frame, Record, check_frame, decode_body
 from naga_core.ledger._recovery import check_seal, segment_groups
 from naga_core.ledger._segment import (
@@ -62,8 +62,10 @@ class VerifyReport:
 
 
 @dataclass(slots=True)
-class _Scanned:
-    """A read-only record source over the verified segments."""
+class LedgerView:
+    """The verified records of a ledger, read-only (:func:`read_ledger`): what
+    offline readers (``naga doctor``, ``naga audit``) use instead of opening
+    the ledger, which takes its lock and may cut a torn tail."""
 
     fs: FileSystem
     files: list[tuple[int, str, array[int]]] = field(default_factory=lambda: [])
@@ -80,7 +82,8 @@ class _Scanned:
             raise NotFound(f"no record {seq}")
         return bytes(self.leaves[32 * seq : 32 * seq + 32])
 
-    def iter_records(self, from_seq: int = 0) -> Iterator[Record]:
+    def iter_records(self, from_seq: int = 0, to_seq: int | None = None) -> Iterator[Record]:
+        end = self.size if to_seq is None else min(to_seq, self.size)
         for first, path, offsets in self.files:
             if first + len(offsets) <= from_seq:
                 continue
@@ -88,7 +91,7 @@ class _Scanned:
             for i, off in enumerate(offsets):
                 if first + i < from_seq:
                     continue
-                if first + i >= self.size:
+                if first + i >= end:
                     return
                 got = check_frame(data, off)
                 if not isinstance(got, Frame):  # verified a moment ago
@@ -103,6 +106,35 @@ def verify_ledger(
     *,
     blobs: BlobStore | None = None,
     projection_path: str | None = None,
+) -> VerifyReport:
+    return read_ledger(fs, directory, verifier, blobs=blobs, projection_path=projection_path)[0]
+
+
+def read_ledger(
+    fs: FileSystem,
+    directory: str,
+    verifier: CheckpointVerifier,
+    *,
+    blobs: BlobStore | None = None,
+    projection_path: str | None = None,
+) -> tuple[VerifyReport, LedgerView]:
+    """Verify the ledger (as :func:`verify_ledger`, writing nothing) and
+    return its records up to the first problem, read-only."""
+    source = LedgerView(fs)
+    report = _verify(
+        fs, directory, verifier, blobs=blobs, projection_path=projection_path, source=source
+    )
+    return report, source
+
+
+def _verify(
+    fs: FileSystem,
+    directory: str,
+    verifier: CheckpointVerifier,
+    *,
+    blobs: BlobStore | None,
+    projection_path: str | None,
+    source: LedgerView,
 ) -> VerifyReport:
     report = VerifyReport()
     seg_dir = os.path.join(directory, "segments")
@@ -120,7 +152,6 @@ def verify_ledger(
     if groups and {"log", "idx"} <= groups[last := max(groups)] and "seal" not in groups[last]:
         debris.append(os.path.join(seg_dir, f"{last:020d}{INDEX_SUFFIX}"))  # a seal cut short
     report.notes += [f"crash debris (removed at next open): {p}" for p in debris]
-    source = _Scanned(fs)
     try:
         refs = _check_segments(
             fs, seg_dir, groups=groups, verifier=verifier, report=report, source=source
@@ -138,16 +169,27 @@ def verify_ledger(
         # A projection that lags the log (the writer stopped before catching
         # up) is not damage: compare it with the log up to its own head.
         head = read_head(projection_path)
-        if head is not None and head[0] + 1 < source.size and source.leaf_hash(head[0]) == head[1]:
+        applied = -1 if head is None else head[0]
+        lagging = applied + 1 < source.size and (
+            # empty (a core killed before its first catch-up) or a prefix of the log
+            (head is None and fresh_projection(projection_path))
+            or (head is not None and source.leaf_hash(head[0]) == head[1])
+        )
+        if lagging:
             report.notes.append(
-                f"projection is {source.size - head[0] - 1} records behind the log "
-                "(it catches up when the ledger is next opened)"
+                f"projection is {source.size - applied - 1} records behind the log "
+                "(the next start catches it up; so does `naga ledger recover`)"
             )
-            source.limit = head[0] + 1
+            source.limit = applied + 1
         try:
-            reason = verify_projection(projection_path, source)
+            # A missing one (a kill before the first start made it) is built
+            # by the next start: nothing to compare yet.
+            missing = lagging and not os.path.lexists(projection_path)
+            reason = None if missing else verify_projection(projection_path, source)
         except NagaError as exc:
             reason = str(exc)
+        finally:
+            source.limit = None  # the view is of the whole log again
         if reason is not None:
             report.problems.append(
                 Problem(projection_path, None, f"projection: {reason} (naga ledger rebuild)")
@@ -162,7 +204,7 @@ def _check_segments(
     groups: dict[int, set[str]],
     verifier: CheckpointVerifier,
     report: VerifyReport,
-    source: _Scanned,
+    source: LedgerView,
 ) -> list[bytes]:
     tree = CompactRange()
     prev_leaf = GENESIS_PREV
@@ -208,6 +250,11 @@ def _check_segments(
                     + ": damage, not a torn tail",
                 )
             )
+            # What a recovery keeps stays readable (a cut-short batch aside:
+            # recovery cuts all of it, and the view then ends before the segment).
+            if torn_tail and not scan.open_batch:
+                source.files.append((first, log_path, scan.offsets))
+                source.leaves += scan.leaves
             return refs
         for i in range(scan.count):
             tree.append(bytes(scan.leaves[32 * i : 32 * i + 32]))
@@ -259,7 +306,10 @@ def _sealed_bytes(fs: FileSystem, seg_dir: str, first: int) -> int | None:
 
 def _check_blobs(blobs: BlobStore, refs: list[bytes], report: VerifyReport) -> None:
     for problem in blobs.verify_all():
-        report.problems.append(Problem(problem.path, None, problem.reason))
+        if problem.kind == "leftover":
+            report.notes.append(f"crash leftover (removed at next open): {problem.path}")
+        else:
+            report.problems.append(Problem(problem.path, None, problem.reason))
     count = 0
     for digest in dict.fromkeys(refs):
         count += 1

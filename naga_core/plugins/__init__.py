@@ -10,6 +10,9 @@ FAILED) and runs their tools for the PluginService.
 """
 
 from naga_core.plugins._catalog import Catalog, Installed, Root
+from naga_core.plugins._data import DATA_FAMILY
+from naga_core.plugins._data import stage_install as stage_data_install
+from naga_core.plugins._data import stage_removal as stage_data_removal
 from naga_core.plugins._errors import (
     CallTimedOut,
     PluginError,
@@ -30,16 +33,39 @@ from naga_core.plugins._host import (
     component,
     journaled,
 )
-from naga_core.plugins._session import OnProgress
+from naga_core.plugins._host import Core as HostCore
+from naga_core.plugins._install import (
+    INSTALL_FAMILY,
+    InstallRefused,
+    code_hash,
+    consent,
+    place,
+    read_manifest,
+    registration,
+    unpack,
+)
+from naga_core.plugins._session import OnProgress, TypedCall
 from naga_core.plugins._tokens import PLUGIN_ROLE, PluginTokens
 from naga_core.plugins._worker import Worker, WorkerState
 
 __all__ = [
+    "DATA_FAMILY",
+    "INSTALL_FAMILY",
+    "stage_data_install",
+    "stage_data_removal",
+    "InstallRefused",
+    "code_hash",
+    "consent",
+    "place",
+    "read_manifest",
+    "registration",
+    "unpack",
     "NET_FACT",
     "PLUGIN_ROLE",
     "SHIPPED_ROOT",
     "VERSION_FAMILY",
     "CallTimedOut",
+    "HostCore",
     "Catalog",
     "Installed",
     "OnProgress",
@@ -53,6 +79,7 @@ __all__ = [
     "Root",
     "ToolArgumentsInvalid",
     "ToolFailed",
+    "TypedCall",
     "Worker",
     "WorkerHung",
     "WorkerState",

@@ -20,30 +20,34 @@ from __future__ import annotations
 import base64
 import logging
 import os
-from collections.abc import Callable
+import shutil
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 import trio
 
-import naga_plugins.examples
 import sandbox
-from naga.plugin import check_arguments
+from naga.plugin import Manifest, ToolRisk, check_arguments
 from naga.plugin.errors import InvalidArguments
 from naga_core._home import Home
-from naga_core.authz import Token, TokenAuthority, stage_minted
+from naga_core._modules import package_dir
+from naga_core.authz import RevocationList, Token, TokenAuthority, stage_minted
 from naga_core.errors import NagaError
-from naga_core.kernel import Actions, ComponentRuntime, ComponentSpec, Kernel
+from naga_core.kernel import Actions, ComponentRuntime, ComponentSpec, Kernel, Settings
 from naga_core.ledger import Ledger
 from naga_core.plugins._catalog import Catalog, Installed, Root
+from naga_core.plugins._data import data_dir_name, migrate, work_root
 from naga_core.plugins._errors import (
     PluginNotFound,
     PluginUnavailable,
     ToolArgumentsInvalid,
 )
+from naga_core.plugins._install import INSTALL_FAMILY
 from naga_core.plugins._tokens import PluginTokens
 from naga_core.plugins._worker import Worker, WorkerState
-from naga_core.supervisor import WorkerTuning
+from naga_core.supervisor import WorkerTuning, launch_in, worker_cgroup
+from naga_core.workspace import default_root
 
 log = logging.getLogger("naga.plugins")
 
@@ -55,8 +59,38 @@ COMPONENT_PREFIX = "plugin."
 #: can hold them to their declared ports (Landlock ABI >= 4), or when the
 #: configuration accepts degraded sandboxes.
 NET_FACT = "cap:net"
+#: Imported in a home plugin's worker before the sandbox's filter (its own
+#: code comes after it, and can then load no shared library): the SDK and
+#: the standard library's extension modules a tool commonly needs.
+PLUGIN_PRELOAD = (
+    "naga_plugins",
+    "array",
+    "binascii",
+    "bz2",
+    "csv",
+    "ctypes",
+    "datetime",
+    "decimal",
+    "hashlib",
+    "json",
+    "lzma",
+    "math",
+    "pickle",
+    "random",
+    "select",
+    "socket",
+    "sqlite3",
+    "ssl",
+    "struct",
+    "unicodedata",
+    "uuid",
+    "zlib",
+    "zoneinfo",
+)
 #: The plugins shipped with Naga.
-SHIPPED_ROOT = os.path.dirname(os.path.abspath(naga_plugins.examples.__file__))
+SHIPPED_ROOT = package_dir("naga_plugins.examples")
+#: The tools shipped with Naga (fs, shell: docs/design/tools.md).
+TOOLS_ROOT = package_dir("naga_plugins.tools")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +141,12 @@ class Core(Protocol):
     def authority(self) -> TokenAuthority | None: ...
 
 
+def _direct_egress(installed: Installed) -> bool:
+    """Egress of its own (Landlock ports), not through the core's proxy."""
+    m = installed.manifest
+    return bool(m.egress) and "egress_proxy" not in m.capabilities
+
+
 def component(name: str) -> str:
     return COMPONENT_PREFIX + name
 
@@ -148,7 +188,7 @@ class PluginHost:
                 (
                     ComponentSpec.of(
                         component(name),
-                        requires=[NET_FACT] if any(v.manifest.egress for v in versions) else [],
+                        requires=[NET_FACT] if any(map(_direct_egress, versions)) else [],
                     ),
                     _PluginComponent(self, name),
                 )
@@ -162,6 +202,11 @@ class PluginHost:
         self._workers: dict[str, Worker] = {}
         self._retiring: set[Worker] = set()
         self._failures: dict[str, str] = {}
+        self._revoked_hooks: list[Callable[[], None]] = []
+        #: Set by the daemon: the socket of the core's egress proxy for a
+        #: plugin whose manifest asks for ``egress_proxy`` (started on the
+        #: loop, its destinations checked there). None: such plugins fail.
+        self.egress_socket: Callable[[Manifest], Awaitable[str]] | None = None
 
     @classmethod
     def discover(cls, home: Home, config: PluginsConfig) -> PluginHost:
@@ -169,9 +214,14 @@ class PluginHost:
 
     @staticmethod
     def roots_of(home: Home, config: PluginsConfig) -> list[Root]:
-        roots = [Root(SHIPPED_ROOT, shipped=True)] if config.shipped else []
-        roots.append(Root(os.path.join(home.root, "plugins"), shipped=False))
-        roots += [Root(os.path.abspath(r), shipped=False) for r in config.roots]
+        roots = (
+            [Root(SHIPPED_ROOT, shipped=True), Root(TOOLS_ROOT, shipped=True)]
+            if config.shipped
+            else []
+        )
+        roots.append(Root(os.path.join(home.root, "plugins"), shipped=False, installs=True))
+        # Roots the owner's configuration names may reach local services.
+        roots += [Root(os.path.abspath(r), shipped=False, local_egress=True) for r in config.roots]
         return roots
 
     def install(self, actions: Actions) -> None:
@@ -189,6 +239,13 @@ class PluginHost:
         ledger says ran are starting again. ``report`` is what the kernel
         offers the sandbox, if the caller asked already (else asked here)."""
         self._core = core
+        self.rescan()  # the kernel is open: only installed home plugins run
+        # A home from before data was keyed by install: each installed name
+        # keeps its old work/plugins/<name> (once), under its own registration.
+        installed = {
+            p.manifest.name for v in self._catalog.plugins.values() for p in v if p.by_install
+        }
+        await journaled(core, lambda: migrate(core.kernel, self._home.root, installed))
         self._kernel_report = report or await trio.to_thread.run_sync(sandbox.detect)
         self._tokens = (
             PluginTokens(core.authority)
@@ -213,12 +270,16 @@ class PluginHost:
         installed = self.selected(name)
         if installed is None:
             raise PluginUnavailable(f"plugin {name} has no valid version installed")
+        issued: list[bytes] = []  # the ids of the tokens its current life holds
         worker = Worker(
             installed,
-            spawn=self._spawn,
+            spawn=lambda plugin, fd, output: self._spawn(plugin, fd, output, issued),
             tuning=self._tuning,
             note=self._note,
             give_up=self._gave_up,
+            renew=lambda: self._renewed(installed, issued),
+            life_ended=lambda: self._revoke(name, issued),
+            work_dir=self._work_dir(installed),
         )
         old = self._workers.get(name)
         if old is not None and not old.stopped.is_set():
@@ -249,31 +310,85 @@ class PluginHost:
         await worker.stopped.wait()
         self._retiring.discard(worker)
 
-    def _spawn(self, plugin: Installed, fd: int) -> sandbox.Sandboxed:
+    def _spawn(
+        self, plugin: Installed, fd: int, output: int, issued: list[bytes]
+    ) -> sandbox.Sandboxed:
         """Launch one worker (in a thread: only reads what it is given)."""
         assert self._tokens is not None
         assert self._core is not None
         m = plugin.manifest
-        work = os.path.join(self._home.root, "work", "plugins", m.name)
+        work = self._work_dir(plugin)
         os.makedirs(work, mode=0o700, exist_ok=True)
+        read_only = [plugin.directory]
+        if "workspace" in m.capabilities:
+            read_only.append(_workspace_view(self._home, self._core.kernel, work))
+        proxy: str | None = None
+        if "egress_proxy" in m.capabilities:
+            if self.egress_socket is None:
+                raise PluginUnavailable(f"plugin {m.name} needs the egress proxy; none runs")
+            proxy = trio.from_thread.run(self.egress_socket, m)
         profile = sandbox.Profile.plugin(
             work_dir=work,
             egress=[sandbox.Egress(e.host, e.port) for e in m.egress],
             core_socket=self._core.socket if "core" in m.capabilities else None,
-            read_only=[plugin.directory],
+            read_only=read_only,
             allow_degraded=self._tuning.allow_degraded,
+            egress_socket=proxy,
         )
-        token = self._minted(self._tokens.mint(m), f"core: plugin {m.name}")
+        if m.max_risk == ToolRisk.R0:
+            # The owner approved reads only: its work directory is read-only
+            # too, with a scratch TMPDIR (Python wants one) wiped each start.
+            scratch = os.path.join(self._home.root, "work", "plugin-tmp", m.name)
+            shutil.rmtree(scratch, ignore_errors=True)
+            os.makedirs(scratch, mode=0o700)
+            profile = profile.with_read_only_work(scratch)
+        minted = self._tokens.mint(m, self._tuning.token_ttl_s)
+        issued.append(minted.id)
+        token = self._minted(minted, f"core: plugin {m.name}")
+        resident = min(
+            m.limits.memory_bytes or self._tuning.memory_bytes, self._tuning.memory_bytes
+        )
+        cgroup = worker_cgroup(
+            self._kernel_report, self._tuning, f"plugin-{m.name}", resident, nice=profile.nice
+        )
+        return launch_in(
+            cgroup,
+            lambda group: self._launch(plugin, profile, fd, output, token=token, cgroup=group),
+        )
+
+    def _launch(
+        self,
+        plugin: Installed,
+        profile: sandbox.Profile,
+        fd: int,
+        output: int,
+        *,
+        token: bytes,
+        cgroup: sandbox.Cgroup | None,
+    ) -> sandbox.Sandboxed:
+        m = plugin.manifest
         return sandbox.launch(
             profile,
             m.entry,
             [str(fd), plugin.manifest_path],
             pass_fds=[fd],
             env={sandbox.TOKEN_ENV: base64.b64encode(token).decode("ascii")},
+            # A home plugin's folder becomes importable only under every
+            # layer; what its code may need that loads a shared library is
+            # imported before the filter, from the installation.
             import_paths=[] if plugin.shipped else [plugin.directory],
+            preload=PLUGIN_PRELOAD,
+            stdout=output,
+            stderr=output,
             kernel=self._kernel_report,
             ready_timeout=self._tuning.launch_timeout_s,
+            cgroup=cgroup,
         )
+
+    def _work_dir(self, plugin: Installed) -> str:
+        """Its data: by install for a home plugin, by name for the others."""
+        kernel = self._bound().kernel
+        return os.path.join(work_root(self._home.root), data_dir_name(kernel, plugin))
 
     def _minted(self, token: Token, by: str) -> bytes:
         """From the launch thread: the mint staged on the loop (the single
@@ -283,6 +398,37 @@ class PluginHost:
         if core.settle():
             trio.from_thread.run_sync(core.notify_appended)
         return token.to_bytes()
+
+    async def _renewed(self, plugin: Installed, issued: list[bytes]) -> bytes:
+        """A fresh token for a running worker, in the ledger before it leaves."""
+        assert self._tokens is not None
+        core = self._bound()
+        token = self._tokens.mint(plugin.manifest, self._tuning.token_ttl_s)
+        issued.append(token.id)
+        by = f"core: plugin {plugin.manifest.name} (renewal)"
+        await journaled(core, lambda: stage_minted(core.ledger, token, by=by))
+        return token.to_bytes()
+
+    def on_revoked(self, hook: Callable[[], None]) -> None:
+        """Call ``hook`` after revoking tokens (the core wakes open streams)."""
+        self._revoked_hooks.append(hook)
+
+    async def _revoke(self, name: str, issued: list[bytes]) -> None:
+        """A worker's process is gone: every token it held is revoked, so a
+        copy taken out of it is refused from now on."""
+        ids, issued[:] = list(issued), []
+        if not ids:
+            return
+        core = self._bound()
+        revocations = RevocationList(core.kernel)
+        reason = f"plugin {name}: its worker ended"
+        try:
+            await journaled(core, lambda: [revocations.revoke(i, reason) for i in ids])
+        except NagaError:  # the core is stopping: its tokens die with its key's use
+            log.exception("cannot revoke the tokens of plugin %s", name)
+            return
+        for hook in self._revoked_hooks:
+            hook()
 
     async def _note(self, text: str) -> None:
         core = self._bound()
@@ -314,11 +460,18 @@ class PluginHost:
         """Pick up versions installed (or manifests fixed) since the last scan.
         A new plugin *name* needs a core restart: components are fixed when
         the kernel opens."""
-        self._catalog = Catalog.scan(self.roots_of(self._home, self._config))
+        installs = None if self._core is None else self._core.kernel.state.family(INSTALL_FAMILY)
+        self._catalog = Catalog.scan(self.roots_of(self._home, self._config), installs)
 
-    def selected(self, name: str) -> Installed | None:
-        """The version that runs when ``name`` is enabled."""
-        chosen = self._bound().kernel.state.get((VERSION_FAMILY, name))
+    def names(self) -> list[str]:
+        """Every plugin name found (with a valid version or a problem)."""
+        return self._catalog.names()
+
+    def selected(self, name: str, kernel: Kernel | None = None) -> Installed | None:
+        """The version that runs when ``name`` is enabled (``kernel``: read
+        its choice there, before the host serves)."""
+        kernel = kernel if kernel is not None else self._bound().kernel
+        chosen = kernel.state.get((VERSION_FAMILY, name))
         if isinstance(chosen, str):
             found = self._catalog.get(name, chosen)
             if found is not None:
@@ -389,6 +542,10 @@ class PluginHost:
         """Enable ``name`` (or retry it after it failed); False if it already was."""
         comp = self.known(name)
         self.rescan()
+        if self._catalog.get(name) is None:  # e.g. copied in, never installed
+            raise PluginUnavailable(
+                f"plugin {name} cannot run: " + "; ".join(self._catalog.problems.get(name, ()))
+            )
         core = self._bound()
         status = self._runtime.status(comp)
         if str(status.state) == "failed":
@@ -471,6 +628,7 @@ class PluginHost:
     def after_rollback(self) -> None:
         """A rollback changed the kernel state: converge the components, and
         run the version the state now selects where another one runs."""
+        self.rescan()  # an install or a removal may have been undone
         self._runtime.resync()
         core = self._bound()
         for name, worker in list(self._workers.items()):
@@ -488,6 +646,18 @@ class PluginHost:
                 ),
             )
             self.start_worker(name)
+
+
+def _workspace_view(home: Home, kernel: Kernel, work: str) -> str:
+    """The workspace, for a plugin that asks for it: shown read-only, named
+    by the ``workspace`` link in its work directory (its path at launch)."""
+    root = Settings(kernel).get_text("workspace.path") or default_root(home)
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    link = os.path.join(work, "workspace")
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(root, link)
+    return root
 
 
 __all__ = ["PluginHost", "PluginView", "PluginsConfig", "component", "journaled"]

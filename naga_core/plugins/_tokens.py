@@ -4,7 +4,9 @@ Role ``plugin``; the manifest's tools as the allowlist; the highest risk
 among them as the risk ceiling; trust ceiling UNTRUSTED (a plugin acts for
 nobody); no principal (a process token). A fresh token is minted for every
 launch, and recorded in the ledger (``token.minted``) before it is handed
-over.
+over. It expires (``WorkerTuning.token_ttl_s``); the worker is sent the next
+one while it lives, and every token a worker held is revoked when it ends,
+so a token copied out of a worker dies with it.
 """
 
 from __future__ import annotations
@@ -32,13 +34,15 @@ class PluginTokens:
         key = load_token_key(home, create=True)
         return cls(TokenAuthority.over_kernel(kernel, key, clock=time.time_ns))
 
-    def mint(self, manifest: Manifest) -> Token:
-        """A worker's token (pure: the caller records it in the ledger)."""
+    def mint(self, manifest: Manifest, ttl_s: float) -> Token:
+        """A worker's token, expiring ``ttl_s`` from now (pure: the caller
+        records it in the ledger, and revokes it when the worker ends)."""
         return self.authority.mint(
             PLUGIN_ROLE,
             trust=TrustLevel.UNTRUSTED,
             risk=Risk(int(manifest.max_risk)),
             tools=[t.name for t in manifest.tools],
+            ttl_ns=max(1, round(ttl_s * 1e9)),
         )
 
 

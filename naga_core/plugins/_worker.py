@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -34,17 +35,22 @@ from naga_core.plugins._errors import (
     ToolFailed,
     WorkerUnavailable,
 )
-from naga_core.plugins._session import OnProgress, Session
-from naga_core.supervisor import WorkerTuning, sandboxed
+from naga_core.plugins._session import OnProgress, Pending, Session, TypedCall
+from naga_core.supervisor import WorkerTuning, pump_output, sandboxed
 
 log = logging.getLogger("naga.plugins")
 
-#: Launch the plugin with this descriptor as its end of the socket pair (blocking).
-Spawn = Callable[[Installed, int], sandbox.Sandboxed]
+#: Launch the plugin with the first descriptor as its end of the socket pair
+#: and the second (a pipe the core reads) as its stdout and stderr (blocking).
+Spawn = Callable[[Installed, int, int], sandbox.Sandboxed]
 #: Journal one line (an irreversible ledger entry).
 Note = Callable[[str], Awaitable[None]]
 #: The worker gave up; the host records the plugin as failed, with the reason.
 GiveUp = Callable[["Worker", str], Awaitable[None]]
+#: A fresh capability token for the running worker (journaled before it is returned).
+Renew = Callable[[], Awaitable[bytes]]
+#: One life ended (its process is gone): revoke what it held.
+LifeEnded = Callable[[], Awaitable[None]]
 
 
 class WorkerState(enum.Enum):
@@ -64,8 +70,14 @@ class Worker:
         tuning: WorkerTuning,
         note: Note,
         give_up: GiveUp,
+        renew: Renew | None = None,
+        life_ended: LifeEnded | None = None,
+        work_dir: str | None = None,
     ) -> None:
         self.plugin = plugin
+        self.work_dir = work_dir
+        self._renew = renew
+        self._life_ended = life_ended
         self.name = plugin.manifest.name
         self._spawn = spawn
         self._tuning = tuning
@@ -154,12 +166,38 @@ class Worker:
     async def _life(self) -> str:
         """Launch one process and converse with it until it ends; why it ended."""
         self._set(WorkerState.STARTING)
+        output_r, output_w = os.pipe()
+        output = _WriteEnd(output_w)
+        async with trio.open_nursery() as nursery:
+            # Its output reaches the core's log through the core, under its
+            # name; it never holds the log's descriptor.
+            reading = trio.CancelScope()
+            nursery.start_soon(self._pump, output_r, reading)
+            try:
+                return await self._converse(output)
+            finally:
+                output.close()
+                if self._life_ended is not None:
+                    # The process is gone: its tokens go with it, even when
+                    # this worker is being stopped (cancelled).
+                    with trio.CancelScope(shield=True):
+                        await self._life_ended()
+                # The child is gone and the pipe at its end; what is still
+                # buffered is read, briefly.
+                reading.deadline = trio.current_time() + self._tuning.eof_grace_s
+
+    async def _pump(self, fd: int, scope: trio.CancelScope) -> None:
+        with scope:
+            await pump_output(trio.lowlevel.FdStream(fd), f"plugin {self.name}", log)
+
+    async def _converse(self, output: _WriteEnd) -> str:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             fd = theirs.fileno()
             try:
-                async with sandboxed(lambda: self._spawn(self.plugin, fd)) as child:
+                async with sandboxed(lambda: self._spawn(self.plugin, fd, output.fd)) as child:
                     theirs.close()
+                    output.close()  # the child holds its own copy
                     session = Session(
                         name=self.name,
                         child=child,
@@ -168,6 +206,8 @@ class Worker:
                         tuning=self._tuning,
                         memory_bytes=self.memory_bytes,
                         call_timeout_s=self.call_timeout_s,
+                        renew=self._renew,
+                        work_dir=self.work_dir,
                     )
                     self._session = session
                     self.pid = child.pid
@@ -213,10 +253,37 @@ class Worker:
         answering worker's pid. Raises the plugin errors for each failure.
         ``on_progress`` gets the call's progress text as it arrives (bounded:
         see :class:`~naga_core.plugins._session.Pending`)."""
+        pending, pid = await self._call(tool, arguments_json, timeout_s, on_progress, None)
+        assert pending.result is not None
+        return pending.result, pid
+
+    async def call_typed(
+        self,
+        tool: str,
+        typed: TypedCall,
+        timeout_s: float,
+        *,
+        on_progress: OnProgress | None = None,
+    ) -> pb.Result:
+        """A call of one of the core's own workers with a typed payload; the
+        Result (its payload is ``typed.answer``). A hang is only missed
+        heartbeats; past ``timeout_s`` this call alone fails (CallTimedOut)."""
+        pending, _pid = await self._call(tool, "", timeout_s, on_progress, typed)
+        assert pending.reply is not None
+        return pending.reply
+
+    async def _call(
+        self,
+        tool: str,
+        arguments_json: str,
+        timeout_s: float,
+        on_progress: OnProgress | None,
+        typed: TypedCall | None,
+    ) -> tuple[Pending, int]:
         deadline = trio.current_time() + timeout_s
         session = await self._ready_session(deadline, timeout_s)
         pending = await session.call(
-            tool, arguments_json, deadline=deadline, on_progress=on_progress
+            tool, arguments_json, deadline=deadline, on_progress=on_progress, typed=typed
         )
         if pending.failure is not None:
             if self.stopping:
@@ -227,8 +294,7 @@ class Worker:
             )
         if pending.error is not None:
             _raise_tool_error(self.name, tool, pending.error)
-        assert pending.result is not None
-        return pending.result, session.pid
+        return pending, session.pid
 
     async def _ready_session(self, deadline: float, timeout_s: float) -> Session:
         while True:
@@ -265,6 +331,20 @@ class Worker:
             )
 
 
+class _WriteEnd:
+    """The core's copy of a child's output pipe, closed once (a second
+    close could hit a descriptor the number was reused for)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._open = True
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            os.close(self.fd)
+
+
 def _raise_tool_error(plugin: str, tool: str, error: pb.ToolError) -> None:
     message = f"{tool}: {error.message}"
     if error.kind == pb.TOOL_ERROR_KIND_INVALID_ARGUMENTS:
@@ -276,4 +356,4 @@ def _raise_tool_error(plugin: str, tool: str, error: pb.ToolError) -> None:
     raise ToolFailed(message)
 
 
-__all__ = ["GiveUp", "Note", "Spawn", "Worker", "WorkerState"]
+__all__ = ["GiveUp", "LifeEnded", "Note", "Renew", "Spawn", "Worker", "WorkerState"]

@@ -24,10 +24,24 @@ from google.protobuf.message import DecodeError
 
 from naga.v1 import agent_pb2 as apb
 from naga.v1 import replay_pb2 as rpb
+from naga.v1 import sealed_pb2 as slpb
 from naga_core.agent import TRACE_KINDS
 from naga_core.errors import InvalidRecord, NagaError, ProofError
-from naga_core.ledger import BlobStore, CheckpointVerifier, Ledger, verify_inclusion
-from naga_core.ledger._record import decode_body, leaf_hash_of
+from naga_core.ledger import (
+    BlobStore,
+    CheckpointVerifier,
+    Ledger,
+    decode_body,
+    leaf_hash_of,
+    verify_inclusion,
+)
+from naga_core.memory import (
+    BLOB_MAGIC,
+    Sealer,
+    is_sealed_blob,
+    open_blob_with,
+    open_turn_with,
+)
 from naga_core.replay._errors import BundleInvalid, BundleTampered, NothingToExport
 from naga_core.replay._source import LedgerSource, Scanned, TraceSource
 
@@ -64,9 +78,12 @@ class Bundle:
 # --- export ----------------------------------------------------------------------------
 
 
-def export_trace(source: TraceSource, session: str) -> rpb.ReplayBundle:
+def export_trace(
+    source: TraceSource, session: str, sealer: Sealer | None = None
+) -> rpb.ReplayBundle:
     """Every turn.* record of ``session``, its blobs, proofs to one
-    checkpoint: the tree as ``source`` had it when the export began."""
+    checkpoint: the tree as ``source`` had it when the export began; the
+    data keys ``sealer`` gives of their sealed boxes (docs/adr/0037)."""
     pinned = source.pin()
     size = pinned.size
     out = rpb.ReplayBundle(session=session, tree_size=size, naga_version=_version())
@@ -83,8 +100,10 @@ def export_trace(source: TraceSource, session: str) -> rpb.ReplayBundle:
     if not picked:
         raise NothingToExport(f"the ledger has no trace of session {session!r}")
     seen: set[bytes] = set()
+    keys = _Keys(out, sealer)
     for r in picked:
         proven = source.prove(r.seq, size)
+        keys.of_record(r.kind, decode_body(proven.body).payload)
         out.records.append(
             rpb.BundleRecord(
                 body=proven.body,
@@ -105,15 +124,46 @@ def export_trace(source: TraceSource, session: str) -> rpb.ReplayBundle:
                     f"record {r.seq} names blob {digest.hex()}, which cannot be read: {exc}"
                 ) from None
             out.blobs.append(rpb.BundleBlob(digest=digest, data=data))
+            keys.of_blob(data)
     out.checkpoint = pinned.checkpoint
     out.vkey = pinned.vkey
     out.exported_ns = time.time_ns()
     return out
 
 
-def export_session(ledger: Ledger, blobs: BlobStore, session: str) -> rpb.ReplayBundle:
+class _Keys:
+    """The data keys an export hands over, once each."""
+
+    def __init__(self, out: rpb.ReplayBundle, sealer: Sealer | None) -> None:
+        self._out = out
+        self._sealer = sealer
+        self._seen: set[bytes] = set()
+
+    def of_record(self, kind: str, payload: bytes) -> None:
+        try:
+            body = apb.TurnRecord.FromString(payload)
+        except DecodeError:
+            return
+        if self._sealer is not None and body.HasField("sealed"):
+            dek = self._sealer.turn_key(kind, body)
+            self._add(body.sealed.wrapped_key, None if isinstance(dek, str) else dek)
+
+    def of_blob(self, data: bytes) -> None:
+        if self._sealer is not None and is_sealed_blob(data):
+            box = slpb.SealedBox.FromString(data[len(BLOB_MAGIC) :])
+            self._add(box.wrapped_key, self._sealer.blob_key(data))
+
+    def _add(self, wrapped: bytes, dek: bytes | None) -> None:
+        if dek is not None and wrapped not in self._seen:
+            self._seen.add(wrapped)
+            self._out.keys.append(rpb.BundleKey(wrapped_key=wrapped, data_key=dek))
+
+
+def export_session(
+    ledger: Ledger, blobs: BlobStore, session: str, sealer: Sealer | None = None
+) -> rpb.ReplayBundle:
     """:func:`export_trace` from ledger files this process opened."""
-    return export_trace(LedgerSource(ledger, blobs), session)
+    return export_trace(LedgerSource(ledger, blobs), session, sealer)
 
 
 def _version() -> str:
@@ -180,8 +230,9 @@ def read_bundle(data: bytes, *, allow_edited: bool = False) -> Bundle:
         )
     records: list[TraceRecord] = []
     edited: list[int] = []
+    keys = {k.wrapped_key: k.data_key for k in msg.keys}
     for i, br in enumerate(msg.records):
-        rec, intact = _check_record(br, i, msg, checkpoint.root)
+        rec, intact = _check_record(br, i, msg, checkpoint.root, keys)
         if records and rec.seq <= records[-1].seq:
             raise BundleInvalid(f"record {rec.seq} comes after record {records[-1].seq}")
         if not intact:
@@ -198,7 +249,7 @@ def read_bundle(data: bytes, *, allow_edited: bool = False) -> Bundle:
     return Bundle(
         session=msg.session,
         records=tuple(records),
-        blobs=_check_blobs(msg.blobs, records),
+        blobs=_check_blobs(msg.blobs, records, keys),
         tree_size=msg.tree_size,
         key_name=verifier.key_name,
         edited=tuple(edited),
@@ -206,7 +257,7 @@ def read_bundle(data: bytes, *, allow_edited: bool = False) -> Bundle:
 
 
 def _check_record(
-    br: rpb.BundleRecord, index: int, msg: rpb.ReplayBundle, root: bytes
+    br: rpb.BundleRecord, index: int, msg: rpb.ReplayBundle, root: bytes, keys: dict[bytes, bytes]
 ) -> tuple[TraceRecord, bool]:
     try:
         decoded = decode_body(br.body)
@@ -237,11 +288,13 @@ def _check_record(
             verify_inclusion(leaf, decoded.seq, msg.tree_size, list(br.proof), root)
         except ProofError:
             intact = False
+    if body.HasField("sealed"):  # opened with its key; none: it reads as forgotten
+        body = open_turn_with(decoded.kind, body, keys.get(body.sealed.wrapped_key))
     return TraceRecord(decoded.seq, decoded.kind, body, decoded.blob_refs), intact
 
 
 def _check_blobs(
-    blobs: Iterable[rpb.BundleBlob], records: Sequence[TraceRecord]
+    blobs: Iterable[rpb.BundleBlob], records: Sequence[TraceRecord], keys: dict[bytes, bytes]
 ) -> dict[bytes, bytes]:
     out: dict[bytes, bytes] = {}
     for b in blobs:
@@ -253,7 +306,7 @@ def _check_blobs(
                 f"blob {b.digest.hex()[:16]}…{where} fails its checksum: its content hashes "
                 f"to {actual.hex()[:16]}…"
             )
-        out[b.digest] = b.data
+        out[b.digest] = _opened_blob(b, keys, records)
     for r in records:
         for digest in r.blob_refs:
             if digest not in out:
@@ -262,6 +315,29 @@ def _check_blobs(
                     "bundle lacks"
                 )
     return out
+
+
+def _opened_blob(
+    b: rpb.BundleBlob, keys: dict[bytes, bytes], records: Sequence[TraceRecord]
+) -> bytes:
+    """A checked blob's content, opened with its data key if it is sealed."""
+    if not is_sealed_blob(b.data):
+        return b.data
+    try:
+        box = slpb.SealedBox.FromString(b.data[len(BLOB_MAGIC) :])
+    except DecodeError:
+        box = slpb.SealedBox()
+    dek = keys.get(box.wrapped_key)
+    opened = open_blob_with(b.data, dek) if dek is not None else None
+    if opened is None:
+        users = [r.seq for r in records if b.digest in r.blob_refs]
+        where = f" (named by record {users[0]})" if users else ""
+        raise BundleInvalid(
+            f"blob {b.digest.hex()[:16]}…{where} is sealed under the key of "
+            f"{box.subject or 'a subject'}, which the bundle does not carry (forgotten, or "
+            "exported without it): this session cannot be replayed"
+        )
+    return opened
 
 
 __all__ = [

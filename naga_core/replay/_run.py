@@ -11,13 +11,21 @@ from dataclasses import dataclass, field
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError, Message
 
+from naga.executor import run_turn
 from naga.v1 import agent_pb2 as apb
 from naga.v1 import model_pb2 as mpb
 from naga.v1 import turn_pb2 as tpb
-from naga_core.agent._sessions import ERROR, MESSAGE, MODEL, REPLY, STEER, TOOL
+from naga_core.agent import TRACE_ERROR as ERROR
+from naga_core.agent import TRACE_MESSAGE as MESSAGE
+from naga_core.agent import TRACE_MODEL as MODEL
+from naga_core.agent import TRACE_REPLY as REPLY
+from naga_core.agent import TRACE_STEER as STEER
+from naga_core.agent import TRACE_TOOL as TOOL
 from naga_core.replay._bundle import Bundle, TraceRecord
 from naga_core.replay._errors import BundleInvalid
-from naga_plugins.executor import run_turn
+
+#: The core's own tool for reading a stored result (naga_core.agent._results).
+READ_RESULT_NAME = "turn__read_result"
 
 #: Turns that ended for reasons outside the loop (the core cut them short):
 #: their recording stops early and the loop cannot be asked to agree.
@@ -257,6 +265,14 @@ class _RecordedCore:
         self.tools += 1
         return apb.ToolCallResponse(ok=rec.ok, result_json=rec.result_json, error=rec.error)
 
+    def call_step(
+        self, request: apb.ToolStepRequest, *, timeout: float | None = None
+    ) -> apb.ToolStepResponse:
+        # A step's results are recorded in its order, however it ran.
+        return apb.ToolStepResponse(
+            results=[self.call_tool(call, timeout=timeout) for call in request.calls]
+        )
+
     def check_done(self) -> None:
         nxt = self._next()
         if nxt is None:
@@ -286,7 +302,14 @@ def _request(r: TraceRecord, bundle: Bundle) -> mpb.ChatRequest:
 
 def _strip_steers(request: mpb.ChatRequest, steers: Sequence[str]) -> mpb.ChatRequest:
     """The request as the executor sent it: the core appends the turn's
-    steering messages (all received so far) before it forwards a call."""
+    steering messages (all received so far) before it forwards a call, and
+    its own ``turn__read_result`` tool once a result was too long to show
+    (docs/adr/0010-prompt-budget.md)."""
+    if request.tools and request.tools[-1].name == READ_RESULT_NAME:
+        trimmed = mpb.ChatRequest()
+        trimmed.CopyFrom(request)
+        del trimmed.tools[-1]
+        request = trimmed
     msgs = list(request.messages)
     for k in range(min(len(steers), len(msgs) - 1), 0, -1):
         tail = msgs[-k:]

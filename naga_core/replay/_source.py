@@ -71,14 +71,22 @@ class TraceSource(Protocol):
 class LedgerSource:
     """The ledger files, opened by this process (no core runs)."""
 
-    def __init__(self, ledger: Ledger, blobs: BlobStore) -> None:
+    def __init__(self, ledger: Ledger, blobs: BlobStore, at: int | None = None) -> None:
+        """``at``: pin the first ``at`` records instead of the whole log, so
+        an export can name a state the ledger has grown past (the core's
+        stop appends its workers' revocations, for one)."""
         self._ledger = ledger
         self._blobs = blobs
+        self._at = at
         self._levels: list[list[bytes]] | None = None
 
     def pin(self) -> Pinned:
         ledger = self._ledger
         size = ledger.head().size
+        if self._at is not None:
+            if not 1 <= self._at <= size:
+                raise SourceFailed(f"--at {self._at}: the ledger holds {size} records")
+            size = self._at
         return Pinned(size, ledger.checkpoint(size), ledger.signer.verifier().vkey())
 
     def scan(self, size: int) -> Iterator[Scanned]:

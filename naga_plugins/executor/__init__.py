@@ -7,14 +7,8 @@ turn's capability token until a final answer, the step limit, the budget or
 a failure, and answers a ``naga.v1.ExecutorOutcome`` (docs/design/executor.md).
 """
 
-from naga_plugins.executor._loop import (
-    EXECUTOR_TOOL,
-    CoreCalls,
-    CoreLink,
-    build,
-    main,
-    run_turn,
-    tool_name,
-)
+from naga.constants import EXECUTOR_TOOL
+from naga.executor import CoreCalls, run_turn, tool_name
+from naga_plugins.executor._worker import CoreLink, build, main
 
 __all__ = ["EXECUTOR_TOOL", "CoreCalls", "CoreLink", "build", "main", "run_turn", "tool_name"]

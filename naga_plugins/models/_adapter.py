@@ -13,8 +13,10 @@ caller push back.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
+from collections.abc import AsyncIterator
 from typing import Protocol
 
 import httpx
@@ -42,6 +44,11 @@ from naga_plugins.models.errors import (
 MAX_RESPONSE_BYTES = 32 << 20
 #: Largest error body read (the rest is dropped; only the message matters).
 MAX_ERROR_BODY_BYTES = 64 << 10
+#: What is read of a stream after its end event so that its connection is
+#: reused (a chunked body's last chunk, some servers' trailing comments);
+#: past either bound the connection is dropped, the answer kept.
+_DRAIN_MAX_BYTES = 64 << 10
+_DRAIN_S = 0.5
 #: max_tokens sent to Anthropic, which requires one, when the request has 0.
 ANTHROPIC_DEFAULT_MAX_TOKENS = 4096
 
@@ -176,23 +183,30 @@ class ModelAdapter:
         if self._owns_transport:
             await self._transport.aclose()
 
-    async def complete(self, request: model_pb2.ChatRequest) -> model_pb2.ChatResponse:
-        """One non-streamed call."""
-        return await self._call(request, None)
+    async def complete(
+        self, request: model_pb2.ChatRequest, *, deadline_s: float | None = None
+    ) -> model_pb2.ChatResponse:
+        """One non-streamed call, within ``deadline_s`` (the caller's share of
+        its own deadline) or ``timeouts.deadline_s``, whichever is shorter."""
+        return await self._call(request, None, deadline_s)
 
     async def stream(
-        self, request: model_pb2.ChatRequest, on_chunk: OnChunk
+        self,
+        request: model_pb2.ChatRequest,
+        on_chunk: OnChunk,
+        *,
+        deadline_s: float | None = None,
     ) -> model_pb2.ChatResponse:
         """One streamed call: ``on_chunk`` gets each chunk as it arrives; the
         return value is the whole response. Once a chunk was delivered the
         call is never retried (the caller has seen it); a failure after that
-        carries the partial response."""
-        return await self._call(request, on_chunk)
+        carries the partial response. ``deadline_s`` as in :meth:`complete`."""
+        return await self._call(request, on_chunk, deadline_s)
 
     # --- the retry loop ------------------------------------------------------------
 
     async def _call(
-        self, request: model_pb2.ChatRequest, on_chunk: OnChunk | None
+        self, request: model_pb2.ChatRequest, on_chunk: OnChunk | None, deadline_s: float | None
     ) -> model_pb2.ChatResponse:
         check_request(request, self.endpoint.provider)
         call = self._dialect.build(
@@ -201,16 +215,19 @@ class ModelAdapter:
             stream=on_chunk is not None,
             default_max_tokens=self._default_max_tokens,
         )
-        deadline = self._clock.now() + self.timeouts.deadline_s
+        limit_s = self.timeouts.deadline_s
+        if deadline_s is not None:
+            limit_s = min(limit_s, deadline_s)
+        deadline = self._clock.now() + limit_s
         attempt = 0
         while True:
             attempt += 1
             state = Attempt(on_chunk)
             try:
-                response = await self._attempt_by(deadline, call, request, state)
+                response = await self._attempt_by(deadline, limit_s, call, request, state)
             except ModelCallFailed as error:
                 error.attempts = attempt
-                delay = self._retry_delay(error, attempt, state, deadline)
+                delay = self._retry_delay(error, attempt, state, deadline, limit_s)
                 if delay is None:
                     raise
                 await self._clock.sleep(delay)
@@ -219,7 +236,7 @@ class ModelAdapter:
             return response
 
     def _retry_delay(
-        self, error: ModelCallFailed, attempt: int, state: Attempt, deadline: float
+        self, error: ModelCallFailed, attempt: int, state: Attempt, deadline: float, limit_s: float
     ) -> float | None:
         if not error.retryable or state.delivered or attempt >= self.retry.max_attempts:
             return None
@@ -233,7 +250,7 @@ class ModelAdapter:
         if self._clock.now() + delay >= deadline:
             error.gave_up_because = (
                 f"a retry in {delay:.3g} s would pass the call's "
-                f"{self.timeouts.deadline_s:g} s deadline (after {attempt} attempts)"
+                f"{limit_s:g} s deadline (after {attempt} attempts)"
             )
             return None
         return delay
@@ -241,6 +258,7 @@ class ModelAdapter:
     async def _attempt_by(
         self,
         deadline: float,
+        limit_s: float,
         call: HttpCall,
         request: model_pb2.ChatRequest,
         state: Attempt,
@@ -250,7 +268,7 @@ class ModelAdapter:
             with trio.move_on_after(remaining):
                 return await self._attempt(call, request, state)
         raise TimedOut(
-            f"no complete answer within the call's {self.timeouts.deadline_s:g} s deadline",
+            f"no complete answer within the call's {limit_s:g} s deadline",
             provider=self.endpoint.provider,
             partial=state.partial(self.endpoint.provider),
         )
@@ -334,8 +352,9 @@ class ModelAdapter:
     ) -> model_pb2.ChatResponse:
         sse = SseDecoder()
         decoder = self._dialect.stream_decoder()
+        pieces = http_response.aiter_bytes()
         try:
-            async for piece in http_response.aiter_bytes():
+            async for piece in pieces:
                 for event in sse.feed(piece):
                     for chunk in decoder.feed(event):
                         await state.deliver(chunk)
@@ -355,6 +374,7 @@ class ModelAdapter:
                 retryable=True,
                 partial=state.partial(self.endpoint.provider),
             )
+        await _drain(pieces)
         unnamed = state.assembler.unnamed_call()
         if unnamed is not None:
             raise self._bad(f"tool call {unnamed} never got a name", state)
@@ -381,3 +401,16 @@ class ModelAdapter:
         # Some servers (Ollama) say "stop" when the model called tools.
         if message.tool_calls and response.finish_reason == model_pb2.FINISH_REASON_STOP:
             response.finish_reason = model_pb2.FINISH_REASON_TOOL_CALLS
+
+
+async def _drain(pieces: AsyncIterator[bytes]) -> None:
+    """Read a stream's body to its end after its end event, briefly and
+    ignoring what comes: a response closed unread takes its connection
+    with it, and each model call then paid a new connection (a tunnel
+    through the egress proxy and a TCP connect) instead of reusing one."""
+    left = _DRAIN_MAX_BYTES
+    with trio.move_on_after(_DRAIN_S), contextlib.suppress(httpx.HTTPError):
+        async for rest in pieces:
+            left -= len(rest)
+            if left < 0:
+                return

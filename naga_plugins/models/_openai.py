@@ -189,7 +189,12 @@ class OpenAIDialect:
     def _message(message: model_pb2.ChatMessage, provider: str) -> dict[str, Any]:
         out: dict[str, Any] = {"role": _ROLES[message.role]}
         if message.role == model_pb2.ROLE_ASSISTANT and message.tool_calls:
-            out["content"] = message.content or None
+            # Without text, no "content" at all: null is what OpenAI sends
+            # back, but llama-cpp-python's server (the embedded model) types
+            # it `NotRequired[str]` and refuses null with a 500, and the
+            # others accept the key left out.
+            if message.content:
+                out["content"] = message.content
             out["tool_calls"] = [
                 {
                     "id": call.id,

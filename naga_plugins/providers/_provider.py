@@ -13,8 +13,6 @@ call's Result.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -22,20 +20,22 @@ from collections.abc import Callable, Sequence
 import trio
 from google.protobuf.message import DecodeError
 
+from naga.constants import EGRESS_SOCKET_ENV, PROVIDER_CONFIG_FILE, PROVIDER_PLUGIN, PROVIDER_TOOL
 from naga.plugin.errors import FrameError
 from naga.v1 import agent_pb2 as apb
 from naga.v1 import model_pb2
+from naga.v1 import plugin_pb2 as ppb
+from naga_plugins._egress import async_egress_transport
 from naga_plugins._plugin import Plugin
-from naga_plugins.errors import CallAnswered, PluginSetupError, ToolFailed
+from naga_plugins.errors import CallAnswered, PluginSetupError
 from naga_plugins.models import Endpoint, ModelAdapter, RetryPolicy, Timeouts, VisibleText
 from naga_plugins.models.errors import ModelCallFailed, ProviderError
 
-#: The plugin's name and its tool (the manifest the core writes names them).
-PROVIDER_PLUGIN = "provider"
-PROVIDER_TOOL = "provider.complete"
 #: The file beside the manifest holding the serialized ProviderConfig (0600;
 #: the sandbox maps that directory read-only, and only for this worker).
-CONFIG_FILE = "provider.pb"
+CONFIG_FILE = PROVIDER_CONFIG_FILE
+#: Kept from the core's deadline for the answer's way back.
+_ANSWER_MARGIN_S = 0.5
 
 
 def read_config(manifest_path: str) -> apb.ProviderConfig:
@@ -61,7 +61,12 @@ def _adapter(config: apb.ProviderConfig) -> ModelAdapter:
     retry = RetryPolicy()
     if config.max_retries >= 0:
         retry = RetryPolicy(max_attempts=config.max_retries + 1, base_delay_s=0.05, max_delay_s=0.5)
-    return ModelAdapter.for_api(config.api, endpoint, timeouts=timeouts, retry=retry)
+    # With the core's egress proxy (no network of our own), every
+    # connection goes through it; else (an older core) straight out.
+    transport = async_egress_transport() if os.environ.get(EGRESS_SOCKET_ENV) else None
+    return ModelAdapter.for_api(
+        config.api, endpoint, timeouts=timeouts, retry=retry, transport=transport
+    )
 
 
 class ProviderLoop:
@@ -103,14 +108,23 @@ class ProviderLoop:
         self._thread.join()
 
     def complete(
-        self, request: model_pb2.ChatRequest, show: Callable[[str], None] | None = None
+        self,
+        request: model_pb2.ChatRequest,
+        show: Callable[[str], None] | None = None,
+        deadline_s: float | None = None,
     ) -> apb.ProviderReply:
-        """One call; ``show`` gets the reply's visible text as it streams."""
+        """One call within ``deadline_s`` (None: the adapter's own);
+        ``show`` gets the reply's visible text as it streams."""
         assert self._token is not None
-        return trio.from_thread.run(self._complete, request, show, trio_token=self._token)
+        return trio.from_thread.run(
+            self._complete, request, show, deadline_s, trio_token=self._token
+        )
 
     async def _complete(
-        self, request: model_pb2.ChatRequest, show: Callable[[str], None] | None
+        self,
+        request: model_pb2.ChatRequest,
+        show: Callable[[str], None] | None,
+        deadline_s: float | None,
     ) -> apb.ProviderReply:
         adapter = self._adapter
         assert adapter is not None
@@ -122,7 +136,7 @@ class ProviderLoop:
                 shown(visible.feed(chunk.text_delta))
 
         try:
-            response = await adapter.stream(request, on_chunk)
+            response = await adapter.stream(request, on_chunk, deadline_s=deadline_s)
         except ModelCallFailed as exc:
             return apb.ProviderReply(error=exc.to_proto())
         shown(visible.finish(response.message.content))
@@ -152,14 +166,14 @@ def build(loop: ProviderLoop) -> Plugin:
     """The plugin, its tool answering through ``loop``."""
     built = Plugin(PROVIDER_PLUGIN)
 
-    @built.tool(PROVIDER_TOOL)
-    def complete(request: str) -> dict[str, str]:  # pyright: ignore[reportUnusedFunction]
-        try:
-            chat = model_pb2.ChatRequest.FromString(base64.b64decode(request, validate=True))
-        except (binascii.Error, ValueError, DecodeError) as exc:
-            raise ToolFailed(f"request is not a base64 ChatRequest: {exc}") from None
-        reply = loop.complete(chat, built.current_call().progress)
-        return {"reply": base64.b64encode(reply.SerializeToString()).decode("ascii")}
+    @built.typed_tool(PROVIDER_TOOL)
+    def complete(invoke: ppb.Invoke) -> ppb.Result:  # pyright: ignore[reportUnusedFunction]
+        # The adapter's deadline is the core's share for this call, less a
+        # margin so that the answer (a TIMEOUT error at worst) arrives before
+        # the core stops waiting for it.
+        deadline_s = max(0.001, invoke.deadline_ms / 1000 - _ANSWER_MARGIN_S)
+        reply = loop.complete(invoke.chat_request, built.current_call().progress, deadline_s)
+        return ppb.Result(provider_reply=reply)
 
     return built
 

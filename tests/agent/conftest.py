@@ -70,16 +70,21 @@ def model_server() -> Iterator[ServerThread]:
         thread.join(10)
 
 
-def write_providers(home: str, base_url: str, *, api: str = "openai") -> None:
+def write_providers(
+    home: str, base_url: str, *, api: str = "openai", context_window: int = 0
+) -> None:
     creds = os.path.join(home, "credentials")
     os.makedirs(creds, mode=0o700, exist_ok=True)
     os.chmod(home, 0o700)
-    body = {
-        "default": "fake",
-        "providers": {
-            "fake": {"api": api, "base_url": base_url, "api_key": "sk-test", "model": "fake-model"}
-        },
+    entry: dict[str, object] = {
+        "api": api,
+        "base_url": base_url,
+        "api_key": "sk-test",
+        "model": "fake-model",
     }
+    if context_window:
+        entry["context_window"] = context_window
+    body = {"default": "fake", "providers": {"fake": entry}}
     path = os.path.join(creds, "providers.json")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
@@ -88,9 +93,20 @@ def write_providers(home: str, base_url: str, *, api: str = "openai") -> None:
 
 #: Small numbers so failures are seen fast: a stall is 1 s without a byte.
 AGENT = AgentConfig(
-    executors=2, turn_budget=1000, model_read_timeout_s=1.0, model_max_retries=2, turn_timeout_s=60
-)
+    executors=2, model_read_timeout_s=1.0, model_max_retries=2, turn_timeout_s=60
+).with_budgets(1000)
 TUNING = FAST
+
+
+@pytest.fixture(autouse=True)
+def _fresh_script(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test of a module's shared fake model starts with no scripted
+    reply left over from the one before (a failure under load otherwise
+    fed its replies to every later test of the module)."""
+    yield
+    if "model_server" in request.fixturenames:
+        server: ServerThread = request.getfixturevalue("model_server")
+        server.run(server.server.forget_script)
 
 
 @pytest.fixture(scope="module")
@@ -100,18 +116,25 @@ def agent_core(model_server: ServerThread) -> Iterator[InProcessCore]:
 
 
 @contextmanager
-def running_core(model_server: ServerThread, agent: AgentConfig) -> Generator[InProcessCore]:
-    """A core on the fake model, the danger plugin enabled; its ledger is
+def running_core(
+    model_server: ServerThread,
+    agent: AgentConfig,
+    *,
+    context_window: int = 0,
+    plugins: tuple[str, ...] = ("danger",),
+) -> Generator[InProcessCore]:
+    """A core on the fake model, the ``plugins`` enabled; its ledger is
     verified offline after it stops."""
     root = tempfile.mkdtemp(prefix="naga-a-")
     home = root + "/home"
     os.makedirs(home, mode=0o700)
-    write_providers(home, model_server.server.openai_url)
+    write_providers(home, model_server.server.openai_url, context_window=context_window)
     config = PluginsConfig(roots=(str(PLUGINS),), tuning=TUNING)
     try:
         with core_in_thread(home, plugins=config, agent=agent) as core:
             with core.client() as c:
-                c.enable_plugin("danger", wait=READY_S)
+                for name in plugins:
+                    c.enable_plugin(name, wait=READY_S)
             yield core
             with core.client() as c:
                 c.shutdown("tests done")

@@ -40,11 +40,10 @@ GUARD_S = 20.0
 STALL_S = 3.0
 AGENT = AgentConfig(
     executors=1,
-    turn_budget=1000,
     model_read_timeout_s=STALL_S,
     model_max_retries=0,
     turn_timeout_s=60,
-)
+).with_budgets(1000)
 
 
 @pytest.fixture(scope="module")

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import trio
 
 from naga.sdk import Client
 from naga.sdk.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -21,9 +23,11 @@ from naga.v1 import turn_pb2 as tpb
 from naga_core._home import Home
 from naga_core._store import blob_store
 from naga_core.cli import main as cli_main
-from tests.agent.conftest import ServerThread, error, final, turn
+from naga_core.memory import Sealer, is_sealed_blob
+from tests.agent.conftest import AGENT, ServerThread, error, final, running_core, turn
 from tests.daemon.conftest import InProcessCore
 from tests.fakes.model_server import Reply
+from tests.plugin_host.conftest import READY_S
 
 
 def test_a_multi_step_tool_using_turn(client: Client, model_server: ServerThread) -> None:
@@ -76,20 +80,36 @@ def test_the_whole_trace_is_in_the_ledger(
     assert [k for k, _, _ in mine] == [
         "turn.message",
         "turn.model",
+        "turn.tool_call",  # durable before the tool runs (docs/design/recovery.md)
         "turn.tool",
         "turn.model",
         "turn.reply",
     ]
-    message, first, tool, second, reply = (body for _, body, _ in mine)
+    message, first, intent, tool, second, reply = (body for _, body, _ in mine)
+    assert (intent.tool, intent.call_id, intent.arguments_json) == (
+        "danger.echo",
+        "call_9",
+        '{"text": "x"}',
+    )
     assert message.text == "trace me"
     assert message.trust == "owner"
     assert mine[0][2].seq == events[0].accepted.message_seq
-    blobs = blob_store(Home(agent_core.info.home))
-    for model, record in ((first, mine[1][2]), (second, mine[3][2])):
+    home = Home(agent_core.info.home)
+    blobs, sealer = blob_store(home), Sealer.reader(home)
+
+    def opened(digest: bytes) -> bytes:
+        # Sealed under the owner's key as stored (docs/adr/0037).
+        data = blobs.get(digest)
+        assert is_sealed_blob(data)
+        out = sealer.open_blob(data)
+        assert out is not None
+        return out
+
+    for model, record in ((first, mine[1][2]), (second, mine[4][2])):
         assert list(record.blob_refs) == [model.request_blob, model.response_blob]
-        request = mpb.ChatRequest.FromString(blobs.get(model.request_blob))
+        request = mpb.ChatRequest.FromString(opened(model.request_blob))
         assert request.messages[0].role == mpb.ROLE_SYSTEM
-        assert mpb.ChatResponse.FromString(blobs.get(model.response_blob)).provider == "fake"
+        assert mpb.ChatResponse.FromString(opened(model.response_blob)).provider == "fake"
         assert model.duration_us > 0
     assert (first.prompt_tokens, first.completion_tokens) == (20, 4)
     assert (tool.tool, tool.call_id, tool.ok) == ("danger.echo", "call_9", True)
@@ -115,7 +135,7 @@ def test_a_guest_cannot_reach_an_r3_tool_even_when_the_model_asks(
     events = turn(client, "s-guest", "wipe everything", peer="webchat:guest")
     finished = next(e.tool_finished for e in events if e.WhichOneof("kind") == "tool_finished")
     assert not finished.ok
-    assert "risk R3 is above the session's ceiling R1 (trust guest)" in finished.error
+    assert "risk R3 is above the session's ceiling R0 (trust guest)" in finished.error
     assert final(events).text == "I may not do that."
     requests = model_server.run(lambda: [r.json() for r in model_server.server.requests[-2:]])
     # The guest's model was never shown the tool, and saw the refusal.
@@ -134,7 +154,16 @@ def test_an_owner_turn_may_call_the_r3_tool(
     model_server.script(
         Reply.answer(tool_calls=(("call_o", "danger__wipe", "{}"),)), Reply.answer("wiped")
     )
-    events = turn(client, "s-owner", "wipe it")
+    # R3 is at tools.approve_from: the call waits until the owner allows it.
+    stream = client.run_turn("s-owner", "wipe it", uuid.uuid4().hex, timeout=READY_S * 2)
+    # The turn says when the approval is asked (tool_started comes before
+    # it is registered): the owner's list holds it from then on.
+    events = [next(e for e in stream if e.WhichOneof("kind") == "approval")]
+    (pending,) = client.approvals()
+    assert pending.tool == "danger.wipe"
+    assert pending.id == events[0].approval.id
+    client.decide_approval(pending.id, True)
+    events += list(stream)
     finished = next(e.tool_finished for e in events if e.WhichOneof("kind") == "tool_finished")
     assert finished.ok, finished.error
     assert final(events).text == "wiped"
@@ -215,14 +244,29 @@ def test_naga_chat_prints_the_reply(
     assert "check api_key" in data["error"]
 
 
+@pytest.fixture(scope="module")
+def patient_core(model_server: ServerThread) -> Iterator[InProcessCore]:
+    """A core whose provider waits a minute for a model's next byte: a turn
+    held in its model call stays there until the test acts (the shared
+    core's 1 s read timeout would end it first when the machine is slow)."""
+    with running_core(model_server, replace(AGENT, model_read_timeout_s=60.0)) as core:
+        yield core
+
+
+@pytest.fixture
+def patient(patient_core: InProcessCore) -> Iterator[Client]:
+    with patient_core.client() as c:
+        yield c
+
+
 def _turn_stuck_in_its_model_call(
     core: InProcessCore, model_server: ServerThread, session: str, text: str
 ) -> tuple[threading.Thread, list[tpb.TurnEvent]]:
     """A turn running in a thread, returned once it is inside its model call
-    (the fake model stalls): readiness, not a guess, as the fake model has
-    the request (bounded wait, polled). Its events arrive in the list."""
-    model_server.script(Reply.stall())
-    asked = model_server.run(lambda: len(model_server.server.requests))
+    (the fake model holds its reply until released: readiness is the fake
+    server's signal that the request arrived). Its events arrive in the list;
+    the caller releases the hold (``session``) when done."""
+    model_server.script(Reply.answer("too late", hold=session))
     events: list[tpb.TurnEvent] = []
     key = uuid.uuid4().hex
 
@@ -232,21 +276,29 @@ def _turn_stuck_in_its_model_call(
 
     runner = threading.Thread(target=run)
     runner.start()
-    deadline = time.monotonic() + 30
-    while model_server.run(lambda: len(model_server.server.requests)) == asked:
-        assert time.monotonic() < deadline, "the model call never arrived"
-        time.sleep(0.01)
+
+    async def arrived() -> None:
+        with trio.fail_after(30):
+            await model_server.server.held(session)
+
+    trio.from_thread.run(arrived, trio_token=model_server.token)
     return runner, events
 
 
+def _release(model_server: ServerThread, session: str) -> None:
+    model_server.run(lambda: model_server.server.release(session))
+
+
 def test_abort_ends_a_turn_stuck_in_a_model_call_and_the_session_goes_on(
-    client: Client, agent_core: InProcessCore, model_server: ServerThread
+    patient: Client, patient_core: InProcessCore, model_server: ServerThread
 ) -> None:
+    client = patient
     runner, events = _turn_stuck_in_its_model_call(
-        agent_core, model_server, "s-abort", "take your time"
+        patient_core, model_server, "s-abort", "take your time"
     )
     turn_id = client.abort_turn("s-abort")
     runner.join(30)
+    _release(model_server, "s-abort")
     assert not runner.is_alive()
     assert events[0].accepted.turn_id == turn_id
     stopped = error(events)
@@ -259,17 +311,21 @@ def test_abort_ends_a_turn_stuck_in_a_model_call_and_the_session_goes_on(
 
 
 def test_an_executor_killed_mid_turn_ends_the_turn_and_is_rebuilt(
-    client: Client, agent_core: InProcessCore, model_server: ServerThread
+    patient: Client, patient_core: InProcessCore, model_server: ServerThread
 ) -> None:
     import os
     import signal
 
-    runner, events = _turn_stuck_in_its_model_call(agent_core, model_server, "s-kill", "hold on")
-    executors = [p for p in client.status().processes if p.role.startswith("executor:")]
+    client = patient
+    runner, events = _turn_stuck_in_its_model_call(patient_core, model_server, "s-kill", "hold on")
+    # A row without a pid is an executor still starting (os.kill(0) would
+    # signal this test's own process group); the one running the turn has one.
+    executors = [p for p in client.status().processes if p.role.startswith("executor:") and p.pid]
     assert executors, "no executor in the status"
     for p in executors:  # the one running the turn is among them
         os.kill(p.pid, signal.SIGKILL)
     runner.join(60)
+    _release(model_server, "s-kill")
     assert not runner.is_alive()
     failed = error(events)
     assert failed.kind == tpb.TURN_ERROR_KIND_EXECUTOR, failed
@@ -279,3 +335,23 @@ def test_an_executor_killed_mid_turn_ends_the_turn_and_is_rebuilt(
     assert final(turn(client, "s-kill", "again?")).text == "back again"
     now = {p.pid for p in client.status().processes if p.role.startswith("executor:")}
     assert now.isdisjoint({p.pid for p in executors})
+
+
+def test_the_deadline_counts_from_the_channels_acceptance(
+    client: Client, model_server: ServerThread
+) -> None:
+    """A message its channel held for the whole turn timeout (60 s here) is
+    recorded and ends with a clear error, without a model call: the turn's
+    deadline started at the channel's acceptance, not at the core's."""
+    asked = model_server.run(lambda: len(model_server.server.requests))
+    events = list(client.run_turn("s-late", "too late?", uuid.uuid4().hex, waited_ms=60_000))
+    assert events[0].accepted.message_seq > 0
+    late = error(events)
+    assert late.kind == tpb.TURN_ERROR_KIND_INTERNAL, late
+    assert "deadline (60 s from its channel's acceptance) passed" in late.message
+    assert "held it 60 s" in late.message
+    assert model_server.run(lambda: len(model_server.server.requests)) == asked
+    # Held briefly, it runs as any other.
+    model_server.script(Reply.answer("in time", usage=(5, 2)))
+    events = list(client.run_turn("s-late", "now?", uuid.uuid4().hex, waited_ms=500))
+    assert final(events).text == "in time"

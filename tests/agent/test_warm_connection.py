@@ -24,7 +24,7 @@ from tests.unix_peers import accepted_ends, socket_inodes
 
 ONE_EXECUTOR = AgentConfig(
     executors=1,
-    turn_budget=AGENT.turn_budget,
+    policy=AGENT.policy,
     model_read_timeout_s=AGENT.model_read_timeout_s,
     model_max_retries=AGENT.model_max_retries,
     turn_timeout_s=AGENT.turn_timeout_s,

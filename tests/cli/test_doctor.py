@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
+import sandbox
 from naga_core._doctor import (
     Check,
     CheckResult,
+    cgroups_verdict,
     checks_for,
     flock_holder,
     run_checks,
@@ -144,12 +146,15 @@ def test_a_healthy_home_passes_every_check(home: LedgerHome, free_port: int) -> 
         "key files",
         "token key",
         "credentials",
+        "model provider",
         "ledger",
+        "constitution",
         "run directory",
         "core process",
         "core answers",
         "webchat port",
         "sandbox",
+        "cgroups",
     ]
     assert [r for r in results if not r.ok] == []
     by_name = {r.name: r for r in results}
@@ -159,6 +164,21 @@ def test_a_healthy_home_passes_every_check(home: LedgerHome, free_port: int) -> 
     )
     assert by_name["ledger"].detail.startswith(f"verified: {home.records} records")
     assert by_name["webchat port"].detail == f"127.0.0.1:{free_port} is free"
+
+
+def test_the_cgroups_check_names_the_fallback_and_why() -> None:
+    none = sandbox.CgroupSupport(sandbox.CgroupVersion.NONE, reason="no writable hierarchy")
+    ok, said = cgroups_verdict(none)
+    assert ok  # a fallback, not a failure
+    assert said == (
+        "none: each worker's CPU share is the supervisor's windowed check and a renice, "
+        "its memory the resident check (no writable hierarchy)"
+    )
+    v1 = sandbox.CgroupSupport(sandbox.CgroupVersion.V1, "/cg/cpu/naga", "/cg/mem/naga", "why")
+    assert cgroups_verdict(v1) == (
+        True,
+        "v1 (cpu quota, memory ceiling) under /cg/cpu/naga, /cg/mem/naga; not v2: why",
+    )
 
 
 # --- home -------------------------------------------------------------------------------
@@ -450,7 +470,7 @@ def _by_name(doc: dict[str, object]) -> dict[str, dict[str, object]]:
 def test_doctor_command_lines_and_exit_code(cli: Cli, home: LedgerHome) -> None:
     out = cli("doctor", "--home", home.root)
     lines = out.out.splitlines()
-    assert len(lines) == 11
+    assert len(lines) == 14
     assert lines[0] == f"ok   home permissions: {home.root} is 0700, owned by you"
     assert all(re.match(r"(ok   |FAIL )[a-z ]+: ", line) for line in lines[:-1])
     # 127.0.0.1:18789 belongs to this machine, not the test: judge it apart.
@@ -459,7 +479,7 @@ def test_doctor_command_lines_and_exit_code(cli: Cli, home: LedgerHome) -> None:
     assert others_ok, lines
     webchat_ok = lines[webchat].startswith("ok   webchat port: 127.0.0.1:18789 is ")
     assert out.code == (0 if webchat_ok else 1)
-    assert lines[-1] == ("all 10 checks passed" if webchat_ok else "1 of 10 checks failed")
+    assert lines[-1] == ("all 13 checks passed" if webchat_ok else "1 of 13 checks failed")
 
     os.chmod(home.home.signing_key_path, 0o640)
     bad = cli("doctor", "--home", home.root, "--json")

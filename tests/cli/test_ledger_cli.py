@@ -76,8 +76,8 @@ def test_console_script_end_to_end(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     assert run.stderr == ""
     assert f"Naga home: {home}" in run.stdout
-    assert "no\nWebChat URL" in run.stdout or "no WebChat URL" in run.stdout
-    assert "not built yet" in run.stdout
+    assert "it serves the WebChat console and prints its URL" in run.stdout
+    assert "not built" not in run.stdout
 
     # Private: every directory 0700, every file 0600 (the public key aside).
     for dirpath, _dirnames, filenames in os.walk(home):
@@ -128,8 +128,8 @@ def test_run_creates_a_private_home(cli: Cli, tmp_path: Path) -> None:
     res = cli("run", "--home", root)
     assert res.code == 0, res.err
     assert "Start the core with `naga daemon start`" in res.out
-    assert "The agent and the WebChat console are not built yet" in res.out
-    assert "there is no\nWebChat URL to open" in res.out
+    assert "foreground): it serves the WebChat console and prints its URL" in res.out
+    assert '`naga chat "hello"` talks to the agent' in res.out
     home = Home(root)
     for d in (root, home.keys_dir, home.ledger_dir, os.path.join(home.ledger_dir, "segments")):
         assert _mode(d) == 0o700, d
@@ -311,7 +311,10 @@ def test_prove_past_the_end_is_a_clear_error(cli: Cli, small_home: Home) -> None
         (["ledger", "prove", "abc"], "argument SEQ: 'abc' is not a whole number"),
         (["ledger", "prove", "1.5"], "argument SEQ: '1.5' is not a whole number"),
         (["ledger", "prove"], "the following arguments are required: SEQ"),
-        (["ledger", "frobnicate"], "invalid choice: 'frobnicate'"),
+        (
+            ["ledger", "frobnicate"],
+            "unknown action 'frobnicate' (one of: verify, recover, head, rebuild, prove)",
+        ),
         (["ledger"], "the following arguments are required: ACTION"),
         ([], "the following arguments are required: COMMAND"),
         (["ledger", "verify", "--jsn"], "unrecognized arguments: --jsn"),

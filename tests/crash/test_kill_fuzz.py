@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import signal
 import time
 from pathlib import Path
 
@@ -46,7 +47,8 @@ def payload_for(seq: int) -> bytes:
 READY = (1 << 64) - 1  # sent once the ledger is open and appending starts
 
 
-def _child(directory: str, signer: CheckpointSigner, ack_fd: int) -> None:
+def _child(directory: str, key_name: str, seed: bytes, ack_fd: int) -> None:
+    signer = CheckpointSigner.from_private_bytes(key_name, seed)
     ledger = Ledger.open(directory, signer, segment_max_bytes=SEGMENT_BYTES)
     os.write(ack_fd, READY.to_bytes(8, "big"))
 
@@ -74,12 +76,12 @@ def _run_child(directory: str, signer: CheckpointSigner, delay: float, *, wait_f
     messages (0: right after the fork, landing kills in open and recovery;
     1: once it is ready; 2: once it acknowledged a record); the highest
     acked seq, or -1."""
-    child = Child(lambda w: _child(directory, signer, w))
+    child = Child(_child, directory, signer.key_name, signer.private_bytes)
     child.read_at_least(8 * wait_for)
     time.sleep(delay)
-    status = child.kill()
+    ended_by = child.kill()
     data = child.output
-    assert os.WIFSIGNALED(status), f"child exited on its own with status {status}"
+    assert ended_by == signal.SIGKILL, "the child exited on its own"
     whole = len(data) - len(data) % 8
     acked = [int.from_bytes(data[i : i + 8], "big") for i in range(0, whole, 8)]
     return max((a for a in acked if a != READY), default=-1)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import signal
 import statistics
 import time
 from collections.abc import Mapping
@@ -198,29 +199,29 @@ def calibrate(history: History, scratch: str) -> tuple[float, float]:
     return statistics.median(plans), statistics.median(totals)
 
 
+def _rollback_child(root: str, to: int, w: int) -> None:
+    ledger = Ledger.open(os.path.join(root, "ledger"), SIGNER)
+    kernel = Kernel.open(ledger, make_actions(os.path.join(root, "world")))
+    os.write(w, READY)
+    kernel.rollback(to)
+    os.write(w, DONE)
+    while True:  # wait for the kill, so that every child dies the same way
+        time.sleep(1)
+
+
 def run_child(root: str, to: int, delay: float) -> bool:
     """Fork a child that rolls back to ``to`` in ``root``; SIGKILL it
     ``delay`` s after it is about to call rollback. True if it had finished."""
-
-    def body(w: int) -> None:
-        ledger = Ledger.open(os.path.join(root, "ledger"), SIGNER)
-        kernel = Kernel.open(ledger, make_actions(os.path.join(root, "world")))
-        os.write(w, READY)
-        kernel.rollback(to)
-        os.write(w, DONE)
-        while True:  # wait for the kill, so that every child dies the same way
-            time.sleep(1)
-
-    child = Child(body)
+    child = Child(_rollback_child, root, to)
     child.read_at_least(1)
     if delay < 0:  # after it is done: a loaded machine can make it slower than calibrated
         child.read_at_least(1 + len(DONE))
     else:
         time.sleep(delay)
-    status = child.kill()
+    ended_by = child.kill()
     got = child.output
-    assert got[:1] == READY, f"{WHO}: the child failed before the rollback (status {status})"
-    assert os.WIFSIGNALED(status), f"{WHO}: the child exited on its own (status {status})"
+    assert got[:1] == READY, f"{WHO}: the child failed before the rollback (ended by {ended_by})"
+    assert ended_by == signal.SIGKILL, f"{WHO}: the child exited on its own"
     return DONE in got
 
 

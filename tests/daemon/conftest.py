@@ -62,7 +62,10 @@ class InProcessCore:
 
 @contextlib.contextmanager
 def core_in_thread(home: str, **config: object) -> Generator[InProcessCore]:
-    """Serve ``home`` in a thread; on exit, cancel it if it still runs."""
+    """Serve ``home`` in a thread; on exit, cancel it if it still runs. The
+    shipped tools are not enabled on these fresh homes unless asked
+    (``default_tools=True``): most tests start from an empty ledger."""
+    config.setdefault("default_tools", False)
     started = threading.Event()
     box: dict[str, object] = {}
     ended: list[CoreExit | BaseException] = []

@@ -133,9 +133,15 @@ def _drive(cli: Cli) -> None:
     assert code == 0
     assert dry["seq"] is None
     assert dry["changes"] == [
-        {"family": "trust", "key": "wechat:bob", "before": "known", "after": None}
+        {
+            "family": "trust",
+            "key": "wechat:bob",
+            "before": "known",
+            "after": None,
+            "words": "remove wechat:bob from the trust table",
+        }
     ]
-    code, out, _ = cli("rollback", "--to", "0")
+    code, out, _ = cli("rollback", "--to", "0", "--yes")
     assert code == 0
     assert out.startswith("rolled back to 0: undid 1 effect(s) as ledger entry 2")
     assert cli.json("trust", "show")[1]["entries"] == []

@@ -19,6 +19,7 @@ from google.protobuf.message import Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from naga.constants import MAX_RPC_REQUEST_BYTES
 from naga.sdk import owner_credential
 from naga.v1 import authz_pb2 as apb
 from naga.v1 import core_pb2 as cpb
@@ -277,9 +278,8 @@ def test_subscribe_fields_get_a_clean_answer(
 
 @pytest.mark.parametrize("method", [*UNARY, "/naga.v1.SupervisorService/Shutdown"])
 def test_oversized_requests_are_refused(served: tuple[InProcessCore, Call], method: str) -> None:
-    assert _unary(served[1], method, b"\x0a" + b"\xff" * 70_000) is (
-        grpc.StatusCode.RESOURCE_EXHAUSTED
-    )
+    oversized = b"\x0a" + b"\xff" * (MAX_RPC_REQUEST_BYTES + 1000)
+    assert _unary(served[1], method, oversized) is (grpc.StatusCode.RESOURCE_EXHAUSTED)
 
 
 def test_the_core_still_serves_after_the_fuzz(served: tuple[InProcessCore, Call]) -> None:

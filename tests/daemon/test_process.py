@@ -123,8 +123,12 @@ def test_sigterm_under_load_is_graceful(home: str, core_process: CoreProcess) ->
     for w in writers:
         assert all(isinstance(f, errors.CoreUnavailable) for f in w.failures), w.failures
     run = os.path.join(home, "run")
-    assert sorted(os.listdir(run)) == ["core.lock"]  # socket, pid, credential removed
+    # Socket, pid and credential removed; the log stays (a foreground core
+    # writes run/core.log too, for the console's logs page).
+    assert sorted(os.listdir(run)) == ["core.lock", "core.log"]
     assert "naga-core stopped: SIGTERM" in core_process.output()
+    with open(os.path.join(run, "core.log"), encoding="utf-8") as f:
+        assert " INFO naga.core naga-core stopping: SIGTERM" in f.read()
     _verify_offline(home)
     with open_ledger(Home(home), create=False) as ledger:
         state = replay(ledger)

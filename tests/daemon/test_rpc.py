@@ -11,6 +11,7 @@ import grpc
 import pytest
 import trio
 
+from naga.constants import MAX_RPC_REQUEST_BYTES
 from naga.sdk import Client, errors
 from naga.v1 import core_pb2 as cpb
 from naga.v1 import kernel_pb2 as kpb
@@ -288,7 +289,7 @@ def test_credentials(home: str) -> None:
 def test_messages_above_the_limit_are_refused_before_any_handler(home: str) -> None:
     with core_in_thread(home) as core, core.client() as c:
         with pytest.raises(errors.ResourceExhausted):
-            c.get_setting("a" * 70_000)
+            c.get_setting("a" * (MAX_RPC_REQUEST_BYTES + 1000))
         assert c.head().size == 0
 
 

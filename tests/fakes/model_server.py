@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any, Literal, cast
@@ -30,6 +30,7 @@ import h11
 import trio
 
 from tests.fakes import _render as render
+from tests.fakes.strict_requests import refusal
 
 #: Longest a stalled reply holds its connection; tests use read timeouts far
 #: shorter, so this only bounds a broken test.
@@ -62,6 +63,8 @@ class Reply:
     #: piece until the test sets it (from the server's thread).
     gates: tuple[trio.Event, ...] = attrs.field(default=(), eq=False)
     hold: str = ""
+    #: Streamed answers: seconds between events (a slow model, not a stall).
+    pace_s: float = 0.0
 
     @classmethod
     def answer(
@@ -75,10 +78,11 @@ class Reply:
         pieces: int = 3,
         ignore_stream: bool = False,
         hold: str = "",
+        pace_s: float = 0.0,
     ) -> Reply:
         """Text and/or tool calls ``(id, name, arguments JSON)``; streamed as
-        ``pieces`` text deltas and two argument fragments per call; with
-        ``hold``, only after ``release(hold)``."""
+        ``pieces`` text deltas and two argument fragments per call, ``pace_s``
+        apart; with ``hold``, only after ``release(hold)``."""
         return cls(
             kind="answer",
             text=text,
@@ -89,6 +93,7 @@ class Reply:
             pieces=pieces,
             ignore_stream=ignore_stream,
             hold=hold,
+            pace_s=pace_s,
         )
 
     @classmethod
@@ -171,15 +176,29 @@ class Recorded:
 class FakeModelServer:
     """The scripted server; see the module docstring."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, strict: bool = False) -> None:
         self._replies: deque[Reply] = deque()
         self.requests: list[Recorded] = []
+        #: With ``strict``, every request body is checked as the real server
+        #: checks it (tests/fakes/strict_requests.py); a refused one is
+        #: answered 400 with the reason (no scripted reply used) and kept here.
+        self.strict = strict
+        self.refused: list[tuple[Recorded, str]] = []
+        #: Asked first for every request: a Reply answers it (the script is
+        #: left alone), None leaves it to the script.
+        self.responder: Callable[[Recorded], Reply | None] | None = None
         #: Requests that found no scripted reply (answered with a 400).
         self.unexpected: list[Recorded] = []
         self.port = 0
         self._arrived: dict[str, trio.Event] = {}
         self._holding: list[tuple[Recorded, str]] = []
         self._released: dict[str, trio.Event] = {}
+        #: Seconds each answered request spent here, from its last byte read
+        #: to its answer's last byte written (a bench subtracts it from a
+        #: turn's wall time: what is left is the runtime's overhead).
+        self.answer_s: list[float] = []
+        #: TCP connections accepted (a client that reuses one opens one).
+        self.connections = 0
 
     @property
     def openai_url(self) -> str:
@@ -191,6 +210,14 @@ class FakeModelServer:
 
     def script(self, *replies: Reply) -> None:
         self._replies.extend(replies)
+
+    def forget_script(self) -> int:
+        """Drop the scripted replies not yet used; how many there were.
+        Between tests sharing a server: one that failed midway must not
+        leave its replies to the next one's requests."""
+        left = len(self._replies)
+        self._replies.clear()
+        return left
 
     def _gate(self, gates: dict[str, trio.Event], name: str) -> trio.Event:
         return gates.setdefault(name, trio.Event())
@@ -223,6 +250,7 @@ class FakeModelServer:
             task_status.started(self)
 
     async def _connection(self, stream: trio.SocketStream) -> None:
+        self.connections += 1
         conn = h11.Connection(h11.SERVER)
         try:
             while True:
@@ -230,7 +258,15 @@ class FakeModelServer:
                 if recorded is None:
                     return
                 self.requests.append(recorded)
-                if not self._replies:
+                received = trio.current_time()
+                why = self._refusal(recorded)
+                answer = self.responder(recorded) if self.responder and not why else None
+                if why:
+                    self.refused.append((recorded, why))
+                    reply = Reply.error(400, f"fake model server (strict): {why}")
+                elif answer is not None:
+                    reply = answer
+                elif not self._replies:
                     self.unexpected.append(recorded)
                     reply = Reply.error(
                         400, f"fake model server: no scripted reply for {recorded.path}"
@@ -241,13 +277,25 @@ class FakeModelServer:
                     self._holding.append((recorded, reply.hold))
                     self._gate(self._arrived, reply.hold).set()
                     await self._gate(self._released, reply.hold).wait()
-                if not await self._respond(stream, conn, recorded, reply):
+                keep = await self._respond(stream, conn, recorded, reply)
+                self.answer_s.append(trio.current_time() - received)
+                if not keep:
                     return
                 conn.start_next_cycle()
         except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError):
             return  # the client hung up or sent garbage; nothing to answer
         finally:
             await stream.aclose()
+
+    def _refusal(self, recorded: Recorded) -> str:
+        dialect = render.dialect_of(recorded.path)
+        if not self.strict or dialect is None:
+            return ""
+        try:
+            body = recorded.json()
+        except ValueError as exc:
+            return f"the body is not JSON: {exc}"
+        return refusal("openai" if dialect == "openai" else "anthropic", body)
 
     async def _respond(
         self, stream: trio.SocketStream, conn: h11.Connection, request: Recorded, reply: Reply
@@ -284,6 +332,8 @@ class FakeModelServer:
             holds = dict(zip(render.after_pieces(dialect, reply), reply.gates, strict=False))
             await _send_head(stream, conn, 200, "text/event-stream", length=None)
             for index, event in enumerate(events):
+                if index and reply.pace_s:
+                    await trio.sleep(reply.pace_s)  # the model writing, slowly
                 await stream.send_all(conn.send(h11.Data(data=event)))
                 gate = holds.get(index)
                 if gate is not None:
@@ -377,10 +427,13 @@ async def _wait_for_hangup(stream: trio.SocketStream) -> None:
 
 
 @asynccontextmanager
-async def open_model_server(port: int = 0) -> AsyncGenerator[FakeModelServer]:
+async def open_model_server(
+    port: int = 0, *, strict: bool = False
+) -> AsyncGenerator[FakeModelServer]:
     """A running server for the body of the ``async with``."""
     async with trio.open_nursery() as nursery:
-        server = cast("FakeModelServer", await nursery.start(FakeModelServer().serve, port))
+        fake = FakeModelServer(strict=strict)
+        server = cast("FakeModelServer", await nursery.start(fake.serve, port))
         try:
             yield server
         finally:

@@ -7,25 +7,34 @@ It is the gateway's peer, not the thing tested. Its turns: the reply is
 streams 400 words at ``slow_delay`` each (long enough to abort); ``tool:NAME``
 in a message makes one call of tool NAME. Messages are "durable" (listed in
 ``entries``) before ``accepted`` is sent, and an idempotency key seen before
-replays the recorded turn, as the real core's contract says.
+replays the recorded turn, as the real core's contract says. A message with
+a queue mode for a busy session waits in the session's lane, as in the real
+core (docs/adr/0013-lanes-home.md): acknowledged at once (``queued``), run
+after the turns before it; interrupt aborts the running turn and goes
+first. (Collect messages are not merged here: each runs as its own turn.)
 """
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent import futures
-from typing import Any
+from typing import Any, NoReturn
 
 import attrs
 import grpc
 
+from naga.constants import REFUSAL_KEY
+from naga.v1 import console_pb2 as cnpb
 from naga.v1 import core_pb2 as cpb
 from naga.v1 import plugin_pb2 as ppb
 from naga.v1 import plugin_service_pb2 as spb
 from naga.v1 import turn_pb2 as tpb
 from naga.values import to_value
+from naga_core.daemon import ConsoleLogins
 
 
 @attrs.define
@@ -36,6 +45,18 @@ class Entry:
     text: str
     peer: str
     turn_id: str
+
+
+def _refuse(
+    ctx: grpc.ServicerContext, code: grpc.StatusCode, refusal: str, message: str
+) -> NoReturn:
+    """Refuse as the real core does: the status and its naga-refusal trailer."""
+    ctx.set_trailing_metadata(((REFUSAL_KEY, f"REFUSAL_{refusal}"),))
+    ctx.abort(code, message)
+    raise AssertionError("abort raises")
+
+
+_QUEUED = (tpb.QUEUE_MODE_FOLLOWUP, tpb.QUEUE_MODE_COLLECT, tpb.QUEUE_MODE_INTERRUPT)
 
 
 @attrs.define
@@ -50,6 +71,9 @@ class FakeCore:
 
     def __init__(self, *, slow_delay: float = 0.02, workers: int = 64) -> None:
         self.lock = threading.Lock()
+        #: Notified whenever a session's turn ends (its lane's next may go).
+        self._free = threading.Condition(self.lock)
+        self.queues: dict[str, deque[_Running]] = {}
         self.entries: list[Entry] = []
         self.next_seq = 0
         self.replies: dict[tuple[str, str], list[tpb.TurnEvent]] = {}
@@ -62,6 +86,9 @@ class FakeCore:
         self.slow_delay = slow_delay
         #: Run calls to refuse with UNAVAILABLE before accepting (a core crash).
         self.fail_next_runs = 0
+        #: The real core's console logins (a code is the owner's proof here
+        #: as there): ``login_code()`` is what ``naga console`` asks for.
+        self.console = ConsoleLogins(secrets.token_bytes(32))
         self._turns = 0
         self._server: grpc.Server | None = None
         self._workers = workers
@@ -95,12 +122,20 @@ class FakeCore:
             {
                 "GetTrust": unary(self._get_trust, cpb.GetTrustRequest),
                 "Rollback": unary(self._rollback, cpb.RollbackRequest),
+                "History": unary(self._ledger_history, cpb.HistoryRequest),
             },
         )
         plugins = grpc.method_handlers_generic_handler(
             "naga.v1.PluginService", {"List": unary(self._plugins, spb.ListPluginsRequest)}
         )
-        server.add_generic_rpc_handlers((turn, kernel, plugins))
+        console = grpc.method_handlers_generic_handler(
+            "naga.v1.ConsoleService",
+            {
+                "RedeemLogin": unary(self._redeem, cnpb.RedeemLoginRequest),
+                "CheckSession": unary(self._check_session, cnpb.CheckSessionRequest),
+            },
+        )
+        server.add_generic_rpc_handlers((turn, kernel, plugins, console))
         server.add_insecure_port(f"unix:{socket}")
         server.start()
         self._server = server
@@ -108,6 +143,25 @@ class FakeCore:
     def stop(self) -> None:
         if self._server is not None:
             self._server.stop(grace=None)
+
+    # --- the console's owner proof --------------------------------------------------
+
+    def login_code(self) -> str:
+        """A one-time login code, as the real core's IssueLogin gives one."""
+        with self.lock:
+            return self.console.issue()[0]
+
+    def _redeem(
+        self, req: cnpb.RedeemLoginRequest, _ctx: grpc.ServicerContext
+    ) -> cnpb.RedeemLoginResponse:
+        with self.lock:
+            return self.console.redeem(req.code)
+
+    def _check_session(
+        self, req: cnpb.CheckSessionRequest, _ctx: grpc.ServicerContext
+    ) -> cnpb.CheckSessionResponse:
+        with self.lock:
+            return cnpb.CheckSessionResponse(verdict=self.console.check(req.session))
 
     # --- turns --------------------------------------------------------------------
 
@@ -123,42 +177,83 @@ class FakeCore:
         with self.lock:
             if self.fail_next_runs > 0:
                 self.fail_next_runs -= 1
-                ctx.abort(grpc.StatusCode.UNAVAILABLE, "the core is restarting")
+                _refuse(ctx, grpc.StatusCode.UNAVAILABLE, "CORE_STOPPING", "the core is restarting")
+            busy, position = False, 0
             recorded = self.replies.get((req.session, req.idempotency_key))
             if recorded is not None:
                 replay, run, seq = recorded, None, 0
             else:
-                if req.session in self.running:
-                    ctx.abort(
-                        grpc.StatusCode.FAILED_PRECONDITION, f"session {req.session} runs a turn"
+                busy = req.session in self.running or bool(self.queues.get(req.session))
+                if busy and req.mode not in _QUEUED:
+                    _refuse(
+                        ctx,
+                        grpc.StatusCode.FAILED_PRECONDITION,
+                        "TURN_CONFLICT",
+                        f"session {req.session} runs a turn",
                     )
                 replay = None
                 self._turns += 1
                 turn_id = f"t{self._turns}"
                 seq = self._record(req.session, tpb.HISTORY_ROLE_USER, req.text, req.peer, turn_id)
                 run = _Running(turn_id)
-                self.running[req.session] = run
-                self.runs.append(req)
                 recorded = []
                 self.replies[(req.session, req.idempotency_key)] = recorded
+                if busy:
+                    lane = self.queues.setdefault(req.session, deque())
+                    if req.mode == tpb.QUEUE_MODE_INTERRUPT:
+                        lane.appendleft(run)
+                        ahead = self.running.get(req.session)
+                        if ahead is not None:
+                            ahead.abort.set()
+                    else:
+                        lane.append(run)
+                    position = lane.index(run) + 1
+                else:
+                    self.running[req.session] = run
+                    self.runs.append(req)
         if replay is not None or run is None:
             yield from _replay(recorded)
             return
         try:
-            yield from self._turn(req, run, seq, recorded)
+            if busy:
+                accepted = tpb.TurnAccepted(
+                    message_seq=seq, turn_id=run.turn_id, queued=True, position=position
+                )
+                event = tpb.TurnEvent(index=0, accepted=accepted)
+                recorded.append(event)
+                yield event
+                with self._free:
+                    lane = self.queues[req.session]
+                    while req.session in self.running or lane[0] is not run:
+                        self._free.wait()
+                    lane.popleft()
+                    if not lane:
+                        del self.queues[req.session]
+                    self.running[req.session] = run
+                    self.runs.append(req)
+            yield from self._turn(req, run, seq, recorded, accepted=not busy)
         finally:
-            with self.lock:
-                self.running.pop(req.session, None)
+            with self._free:
+                if self.running.get(req.session) is run:
+                    del self.running[req.session]
+                self._free.notify_all()
 
     def _turn(
-        self, req: tpb.RunTurnRequest, run: _Running, seq: int, out: list[tpb.TurnEvent]
+        self,
+        req: tpb.RunTurnRequest,
+        run: _Running,
+        seq: int,
+        out: list[tpb.TurnEvent],
+        *,
+        accepted: bool = True,
     ) -> Iterator[tpb.TurnEvent]:
         def emit(**kind: Any) -> tpb.TurnEvent:
             ev = tpb.TurnEvent(index=len(out), **kind)
             out.append(ev)
             return ev
 
-        yield emit(accepted=tpb.TurnAccepted(message_seq=seq, turn_id=run.turn_id))
+        if accepted:
+            yield emit(accepted=tpb.TurnAccepted(message_seq=seq, turn_id=run.turn_id))
         tools = 0
         for word in req.text.split():
             if word.startswith("tool:"):
@@ -205,7 +300,7 @@ class FakeCore:
         with self.lock:
             run = self.running.get(req.session)
             if run is None:
-                ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, "no turn runs")
+                _refuse(ctx, grpc.StatusCode.FAILED_PRECONDITION, "NO_TURN_RUNNING", "no turn runs")
             run.steers.append(req.text)
             self.steered.append(req)
             seq = self._record(req.session, tpb.HISTORY_ROLE_USER, req.text, req.peer, run.turn_id)
@@ -215,7 +310,7 @@ class FakeCore:
         with self.lock:
             run = self.running.get(req.session)
             if run is None:
-                ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, "no turn runs")
+                _refuse(ctx, grpc.StatusCode.FAILED_PRECONDITION, "NO_TURN_RUNNING", "no turn runs")
             run.abort.set()
         return tpb.AbortTurnResponse(turn_id=run.turn_id)
 
@@ -288,6 +383,19 @@ class FakeCore:
             seq = self.next_seq
             self.next_seq += 1
         return cpb.RollbackResponse(preview=preview, seq=seq)
+
+    def _ledger_history(
+        self, req: cpb.HistoryRequest, _ctx: grpc.ServicerContext
+    ) -> cpb.HistoryResponse:
+        # The console's ledger and undo pages: the session entries, newest first.
+        with self.lock:
+            rows = [
+                cpb.HistoryEntry(
+                    seq=e.seq, kind="turn.message", description=f"{e.session}: {e.text}"
+                )
+                for e in reversed(self.entries)
+            ]
+        return cpb.HistoryResponse(entries=rows[: req.limit or 50])
 
     def _plugins(
         self, _req: spb.ListPluginsRequest, _ctx: grpc.ServicerContext

@@ -32,7 +32,16 @@ class WsClient:
         self.responses: dict[str, dict[str, Any]] = {}
 
     @classmethod
-    async def open(cls, port: int, *, origin: str | None = None, extra: bytes = b"") -> WsClient:
+    async def open(
+        cls,
+        port: int,
+        *,
+        origin: str | None = None,
+        extra: bytes = b"",
+        cookie: str | None = None,
+    ) -> WsClient:
+        """Upgrade ``/ws``; ``cookie`` is a ``Cookie`` header's value (the
+        owner's, from tests.gateway._login)."""
         stream = await trio.open_tcp_stream("127.0.0.1", port)
         key = base64.b64encode(os.urandom(16)).decode()
         head = (
@@ -41,6 +50,8 @@ class WsClient:
         )
         if origin is not None:
             head += f"Origin: {origin}\r\n"
+        if cookie is not None:
+            head += f"Cookie: {cookie}\r\n"
         await stream.send_all(head.encode() + extra + b"\r\n")
         buf = b""
         while b"\r\n\r\n" not in buf:

@@ -10,7 +10,7 @@ import trio
 from naga.v1 import core_pb2 as cpb
 from naga_core.supervisor import RestartPolicy
 from tests.daemon.conftest import core_in_thread
-from tests.gateway._client import WsClient
+from tests.gateway._login import core_codes, owner_client
 
 #: Gives up at the second failure, within milliseconds.
 FAST_GIVE_UP = RestartPolicy(backoff_s=0.01, backoff_max_s=0.02, loop_failures=2, loop_window_s=60)
@@ -54,9 +54,10 @@ def gateway_row(rows: list[cpb.ProcessStatus]) -> cpb.ProcessStatus:
     return row
 
 
-async def console_answers(port: int) -> None:
+async def console_answers(port: int, home: str) -> None:
+    """The console on ``port`` admits the owner of ``home`` (by its proof)."""
     with trio.fail_after(20):
-        c = await WsClient.open(port)
+        c = await owner_client(port, core_codes(home))
         assert (await c.connect())["trust"] == "owner"
         await c.aclose()
 

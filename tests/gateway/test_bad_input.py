@@ -15,11 +15,12 @@ from naga_gateway import Gateway, GatewayConfig, Inbound, Limits
 from naga_gateway import _ws as ws
 from tests.fakes.turn_core import FakeCore
 from tests.gateway._client import Closed, WsClient
+from tests.gateway._login import owner_client
 from tests.gateway.conftest import run_gateway
 
 
-async def _still_serves(gw: Gateway) -> None:
-    other = await WsClient.open(gw.port)
+async def _still_serves(gw: Gateway, core: FakeCore) -> None:
+    other = await owner_client(gw.port, core.login_code)
     await other.connect()
     resp = await other.request("send", session="ok", text="still here", key="k-ok")
     assert resp["ok"], resp
@@ -87,10 +88,10 @@ async def _drain_until_closed(c: WsClient) -> tuple[int, list[dict[str, Any]]]:
 def test_a_bad_frame_gets_an_error_frame_and_the_connection_lives(
     fake_core: tuple[FakeCore, str], frame: bytes, code: str, words: str
 ) -> None:
-    _core, socket = fake_core
+    core, socket = fake_core
 
     async def body(gw: Gateway) -> None:
-        c = await WsClient.open(gw.port)
+        c = await owner_client(gw.port, core.login_code)
         await c.connect()
         await c.send_raw(frame)
         err = await c.recv()
@@ -99,16 +100,16 @@ def test_a_bad_frame_gets_an_error_frame_and_the_connection_lives(
         assert words in err["error"]["message"]
         assert (await c.request("ping"))["result"] == {"pong": True}
         await c.aclose()
-        await _still_serves(gw)
+        await _still_serves(gw, core)
 
     run_gateway(socket, body)
 
 
 def test_requests_before_connect_are_refused(fake_core: tuple[FakeCore, str]) -> None:
-    _core, socket = fake_core
+    core, socket = fake_core
 
     async def body(gw: Gateway) -> None:
-        c = await WsClient.open(gw.port)
+        c = await owner_client(gw.port, core.login_code)
         resp = await c.request("sessions")
         assert resp["error"]["code"] == "not_connected"
         await c.connect()
@@ -121,10 +122,10 @@ def test_requests_before_connect_are_refused(fake_core: tuple[FakeCore, str]) ->
 def test_an_unknown_protocol_version_is_refused_and_closed(
     fake_core: tuple[FakeCore, str],
 ) -> None:
-    _core, socket = fake_core
+    core, socket = fake_core
 
     async def body(gw: Gateway) -> None:
-        c = await WsClient.open(gw.port)
+        c = await owner_client(gw.port, core.login_code)
         resp = await c.request("connect", protocol=2)
         assert resp["error"]["code"] == "unsupported_version"
         with pytest.raises(Closed) as info:
@@ -137,9 +138,9 @@ def test_an_unknown_protocol_version_is_refused_and_closed(
 @pytest.mark.parametrize(
     ("raw", "close_code"),
     [
-        # 300 KB announced (over the 256 KiB limit), the start of it sent:
+        # 9 MB announced (over the 8 MiB limit), the start of it sent:
         # refused on the header, before the rest is read.
-        (ws.encode_frame(ws.OP_TEXT, b"x" * 300_000, mask=b"abcd")[:2000], ws.CLOSE_TOO_BIG),
+        (ws.encode_frame(ws.OP_TEXT, b"x" * 9_000_000, mask=b"abcd")[:2000], ws.CLOSE_TOO_BIG),
         (ws.encode_frame(ws.OP_TEXT, b"{}"), ws.CLOSE_PROTOCOL_ERROR),  # unmasked
         (ws.encode_frame(ws.OP_TEXT, b"\xff", mask=b"abcd"), ws.CLOSE_BAD_DATA),
         (bytes([0x82, 0xFF]) + (1 << 40).to_bytes(8, "big"), ws.CLOSE_TOO_BIG),
@@ -148,27 +149,27 @@ def test_an_unknown_protocol_version_is_refused_and_closed(
 def test_protocol_violations_close_with_their_code(
     fake_core: tuple[FakeCore, str], raw: bytes, close_code: int
 ) -> None:
-    _core, socket = fake_core
+    core, socket = fake_core
 
     async def body(gw: Gateway) -> None:
-        c = await WsClient.open(gw.port)
+        c = await owner_client(gw.port, core.login_code)
         await c.connect()
         await c.stream.send_all(raw)
         assert (await _drain_until_closed(c))[0] == close_code
-        await _still_serves(gw)
+        await _still_serves(gw, core)
 
     run_gateway(socket, body)
 
 
 def test_a_wrong_origin_or_host_never_upgrades(fake_core: tuple[FakeCore, str]) -> None:
-    _core, socket = fake_core
+    core, socket = fake_core
 
     async def body(gw: Gateway) -> None:
         with pytest.raises(Closed) as info:
             await WsClient.open(gw.port, origin="http://evil.example")
         assert info.value.code == 403
         assert "origin http://evil.example may not connect" in info.value.reason
-        ok = await WsClient.open(gw.port, origin=f"http://localhost:{gw.port}")
+        ok = await owner_client(gw.port, core.login_code, origin=f"http://localhost:{gw.port}")
         await ok.connect()
         await ok.aclose()
         stream = await trio.open_tcp_stream("127.0.0.1", gw.port)
@@ -176,7 +177,7 @@ def test_a_wrong_origin_or_host_never_upgrades(fake_core: tuple[FakeCore, str]) 
         answer = await stream.receive_some(4096)
         assert answer.startswith(b"HTTP/1.1 421")
         await stream.aclose()
-        await _still_serves(gw)
+        await _still_serves(gw, core)
 
     run_gateway(socket, body)
 
@@ -184,19 +185,19 @@ def test_a_wrong_origin_or_host_never_upgrades(fake_core: tuple[FakeCore, str]) 
 def test_a_silent_client_and_a_full_house_cost_nobody_else(
     fake_core: tuple[FakeCore, str],
 ) -> None:
-    _core, socket = fake_core
+    core, socket = fake_core
     config = GatewayConfig(port=0, max_connections=3, head_timeout=0.2)
 
     async def body(gw: Gateway) -> None:
         silent = await trio.open_tcp_stream("127.0.0.1", gw.port)
         # It says nothing; after the head timeout the gateway hangs up.
         assert await silent.receive_some(100) == b""
-        held = [await WsClient.open(gw.port) for _ in range(3)]
+        held = [await owner_client(gw.port, core.login_code) for _ in range(3)]
         with pytest.raises(Closed):
             await WsClient.open(gw.port)  # a fourth is refused at once
         await held.pop().aclose()
         await trio.testing.wait_all_tasks_blocked()
-        await _still_serves(gw)
+        await _still_serves(gw, core)
         for c in held:
             await c.aclose()
 
@@ -223,11 +224,11 @@ def test_the_console_page_is_served_with_hardening_headers(
 
 
 def test_a_flood_from_one_peer_is_throttled_then_closed(fake_core: tuple[FakeCore, str]) -> None:
-    _core, socket = fake_core
+    core, socket = fake_core
     config = GatewayConfig(port=0, limits=Limits(rate=5.0, burst=5, flood_strikes=20))
 
     async def body(gw: Gateway) -> None:
-        flooder = await WsClient.open(gw.port)
+        flooder = await owner_client(gw.port, core.login_code)
         await flooder.connect()
         for i in range(200):
             try:
@@ -240,14 +241,15 @@ def test_a_flood_from_one_peer_is_throttled_then_closed(fake_core: tuple[FakeCor
         assert limited
         # Each refusal names the request refused, so a client knows what to retry.
         assert all(str(f["id"]).startswith("f") for f in limited)
-        await _still_serves(gw)
+        await _still_serves(gw, core)
 
     run_gateway(socket, body, config)
 
 
 def _remote(config: GatewayConfig | None = None) -> GatewayConfig:
-    # Loopback counted as remote, to test peers below owner.
-    return config or GatewayConfig(port=0, loopback_owner=False)
+    # Peers without the owner's cookie admitted, at most as guests, to test
+    # the peers below owner.
+    return config or GatewayConfig(port=0, admit_guests=True)
 
 
 def test_a_remote_peer_is_at_most_a_guest_and_confined(fake_core: tuple[FakeCore, str]) -> None:

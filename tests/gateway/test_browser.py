@@ -21,9 +21,10 @@ from typing import Any
 import pytest
 import trio
 
-from naga_gateway import Gateway, GatewayConfig, GrpcCore
+from naga_gateway import CODE_REFUSED, NOT_LOGGED_IN, Gateway, GatewayConfig, GrpcCore
 from tests.agent.conftest import ServerThread, model_server
 from tests.fakes.turn_core import FakeCore
+from tests.gateway._login import conn_state, core_codes, login_browser, login_url
 
 __all__ = ["model_server"]  # a fixture, used by name
 
@@ -117,6 +118,17 @@ def browser() -> Iterator[Any]:
             driver.quit()
 
 
+@pytest.fixture
+def other_browser() -> Iterator[Any]:
+    """A second browser profile: its own cookies, nobody's login."""
+    with tempfile.TemporaryDirectory(prefix="gw-chrome-2-") as profile:
+        driver = _driver(profile)
+        try:
+            yield driver
+        finally:
+            driver.quit()
+
+
 def _wait(driver: Any, what: str, check: Callable[[Any], Any]) -> Any:
     timeout: type[Exception] = _selenium("selenium.common.exceptions").TimeoutException
     wait = _selenium("selenium.webdriver.support.ui").WebDriverWait
@@ -146,14 +158,13 @@ def test_console_end_to_end(fake_core: tuple[FakeCore, str], browser: Any) -> No
     with _GatewayThread(socket) as gw:
         d = browser
         by_id: Callable[[str], Any] = lambda i: d.find_element(by_id_, i)  # noqa: E731
-        d.get(f"http://127.0.0.1:{gw.port}/")
-        _wait(d, "the connection", lambda _: by_id("conn").get_attribute("data-state") == "open")
+        login_browser(d, gw.port, core.login_code())
 
         by_id("text").send_keys("hello browser", enter)
         _wait(
             d,
             "the streamed reply",
-            lambda _: "echo: hello browser" in _texts(d, "#messages li.assistant.final"),
+            lambda _: "echo: hello browser" in _texts(d, "#messages li.assistant.final .md"),
         )
 
         d.refresh()
@@ -161,7 +172,7 @@ def test_console_end_to_end(fake_core: tuple[FakeCore, str], browser: Any) -> No
         _wait(
             d,
             "the history after a reload",
-            lambda _: _texts(d, "#messages li") == ["hello browser", "echo: hello browser"],
+            lambda _: _texts(d, "#messages li .bubble") == ["hello browser", "echo: hello browser"],
         )
 
         core.slow_delay = 0.05
@@ -169,34 +180,79 @@ def test_console_end_to_end(fake_core: tuple[FakeCore, str], browser: Any) -> No
         _wait(
             d,
             "the long reply to start",
-            lambda _: any(t.startswith("w0") for t in _texts(d, "#messages li.assistant")),
+            lambda _: any(t.startswith("w0") for t in _texts(d, "#messages li.assistant .md")),
         )
         _wait(d, "the stop button", lambda _: by_id("abort").is_enabled())
         by_id("abort").click()
         _wait(
             d,
             "the aborted reply",
-            lambda _: any("[aborted]" in t for t in _texts(d, "#messages li.assistant.error")),
+            lambda _: any("Stopped" in t for t in _texts(d, "#messages li.error .turn-error")),
         )
         assert not core.running
 
         # Undo to the first reply: the slow turn's entries go.
         keep = next(e.seq for e in core.entries if e.text == "echo: hello browser")
         by_id("menu").click()  # phone-sized: the session pane is a menu
-        by_id("show-rollback").click()
+        _click(d, '#pages button[data-page="rollback"]')
         _wait(
             d,
             "the ledger entries",
-            lambda _: _click(d, f'#entries li[data-seq="{keep}"] button.undo'),
+            lambda _: _click(d, f'#page-rollback button.undo[data-seq="{keep}"]'),
         )
         _wait(d, "the dry-run preview", lambda _: by_id("preview").is_displayed())
-        assert "Undo 1 entries" in by_id("preview-summary").text
+        assert "This undoes 1 effect" in by_id("preview-summary").text
         assert len(core.entries) == 3, "the preview changed nothing"
         by_id("confirm-undo").click()
-        _wait(d, "the entries after undo", lambda _: len(_texts(d, "#entries li")) == 2)
+        _wait(d, "the entries after undo", lambda _: len(_texts(d, "#page-rollback tbody tr")) == 2)
         assert [e.text for e in core.entries] == ["hello browser", "echo: hello browser"]
-        by_id("close-rollback").click()
-        assert _texts(d, "#messages li") == ["hello browser", "echo: hello browser"]
+        by_id("menu").click()
+        _click(d, '#pages button[data-page="chat"]')
+        _wait(
+            d,
+            "the chat after undo",
+            lambda _: _texts(d, "#messages li .bubble") == ["hello browser", "echo: hello browser"],
+        )
+
+
+def test_the_owner_logs_in_by_the_link_and_a_browser_without_it_is_refused(
+    fake_core: tuple[FakeCore, str], browser: Any, other_browser: Any
+) -> None:
+    """The login link logs one browser in (the code leaves the address bar;
+    the cookie is HttpOnly and SameSite=Strict; a reload stays logged in);
+    a second profile is refused with the sentence that says how to log in,
+    and the same link, already used, does not log it in."""
+    core, socket = fake_core
+    with _GatewayThread(socket) as gw:
+        d, other = browser, other_browser
+        d.get(f"http://127.0.0.1:{gw.port}/")
+        _wait(d, "the refusal", lambda _: conn_state(d) == "logged out")
+        assert _attr(d, "login", "textContent") == NOT_LOGGED_IN
+
+        link = login_url(gw.port, core.login_code())
+        d.get(link)
+        _wait(d, "the connection", lambda _: conn_state(d) == "open")
+        assert d.current_url == f"http://127.0.0.1:{gw.port}/", "the code left the address bar"
+        assert d.execute_script("return document.cookie") == "", "no script reads the cookie"
+        (cookie,) = d.get_cookies()
+        assert (cookie["httpOnly"], cookie["sameSite"], cookie["path"]) == (True, "Strict", "/")
+        assert _texts(d, "#title") == ["Naga owner"]
+
+        d.refresh()
+        _wait(d, "the connection after a reload", lambda _: conn_state(d) == "open")
+
+        other.get(f"http://127.0.0.1:{gw.port}/")
+        _wait(other, "the refusal", lambda _: conn_state(other) == "logged out")
+        assert _attr(other, "login", "textContent") == NOT_LOGGED_IN
+        other.get(link)  # the link again: spent by its first use
+        _wait(other, "the refused link", lambda _: _attr(other, "login", "textContent") != "")
+        _wait(
+            other,
+            "the spent link's refusal",
+            lambda _: _attr(other, "login", "textContent") == CODE_REFUSED,
+        )
+        assert conn_state(other) == "logged out"
+        assert other.get_cookies() == []
 
 
 def test_the_console_is_package_data() -> None:
@@ -232,19 +288,18 @@ def test_the_console_on_a_real_core_answers(
     enter: str = _selenium("selenium.webdriver.common.keys").Keys.ENTER
     d = browser
     try:
-        d.get(f"http://127.0.0.1:{port}/")
-        _wait(d, "the connection", lambda _: _attr(d, "conn", "data-state") == "open")
+        login_browser(d, port, core_codes(str(home))())
         d.find_element("id", "text").send_keys("hello real core", enter)
         _wait(
             d,
             "the reply",
-            lambda _: "a real answer" in _texts(d, "#messages li.assistant.final"),
+            lambda _: "a real answer" in _texts(d, "#messages li.assistant.final .md"),
         )
         d.refresh()
         _wait(
             d,
             "the history after a reload",
-            lambda _: _texts(d, "#messages li") == ["hello real core", "a real answer"],
+            lambda _: _texts(d, "#messages li .bubble") == ["hello real core", "a real answer"],
         )
         with Client.connect(str(home)) as c:
             (session,) = [s.session for s in c.sessions()]

@@ -1,8 +1,10 @@
 """``lanes.max_concurrent`` and ``lanes.queue_mode`` set through a real
-core reach a gateway talking to it with a gateway token, live: one running
-turn at a time holds a second session's turn back until the cap is raised;
-``collect`` merges queued messages that name no mode. Nothing is faked
-but the model (held replies show what runs when)."""
+core apply live to a gateway talking to it with a gateway token: the cap is
+the core's (docs/adr/0028-lanes-core-admission.md), so with one running
+turn at a time a second session's message is acknowledged at once, queued
+in the core, and runs once the cap is raised; ``collect`` (the gateway
+follows the default mode) merges queued messages that name no mode.
+Nothing is faked but the model (held replies show what runs when)."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from tests.agent.conftest import AGENT, TUNING, ServerThread, model_server, writ
 from tests.daemon.conftest import core_in_thread
 from tests.fakes.model_server import Reply
 from tests.fakes.turn_core import FakeCore
-from tests.gateway._client import WsClient
+from tests.gateway._login import owner_client
 from tests.gateway.conftest import run_gateway
 
 __all__ = ["model_server"]  # the fixture, used by name below
@@ -106,29 +108,25 @@ def test_the_gateways_effect_kind_is_the_kernels() -> None:
 
 def test_lane_settings_from_the_core_apply_live(model_server: ServerThread) -> None:
     async def body(model: _Model, owner: Client, gateway: Gateway) -> None:
-        # The core's defaults replace the gateway's own at start.
-        assert (gateway.lanes.max_running, gateway.lanes.default_mode) == (4, "followup")
-        c = await WsClient.open(gateway.port)
+        assert gateway.lanes.default_mode == "followup"
+        c = await owner_client(gateway.port, lambda: owner.console_login().code)
         await c.connect()
 
-        # --- lanes.max_concurrent = 1: a second session waits.
+        # --- lanes.max_concurrent = 1: a second session's message is
+        # durable and acknowledged at once, and waits in the core for a slot.
         await _set(owner, gateway, "lanes.max_concurrent", "1")
-        assert gateway.lanes.max_running == 1
         await model.script(Reply.answer("A done", hold="a"), Reply.answer("B done"))
         assert (await c.request("send", session="sa", text="first", key="ka"))["ok"]
         await model.held("a")
-        b = await c.start("send", session="sb", text="second", key="kb")
-        # Answered only after the frame before it was handled (put in its lane).
-        assert (await c.request("sessions"))["ok"]
-        assert gateway.lanes.waiting == 1
+        b = await c.request("send", session="sb", text="second", key="kb")
+        assert b["ok"], b
+        queued = await c.until_event("lane.queued", "sb")
+        assert queued["data"]["position"] == 1  # next for a slot of the cap
         assert len(model.server.requests) == 1
-        assert b not in c.responses
 
         # Back to its default (4): the waiting turn starts now, while the
         # first is still held.
         await _set(owner, gateway, "lanes.max_concurrent", None)
-        assert gateway.lanes.max_running == 4
-        assert (await c.response(b))["ok"]
         assert (await c.until_event("turn.final", "sb"))["data"]["text"] == "B done"
         await model.release("a")
         assert (await c.until_event("turn.final", "sa"))["data"]["text"] == "A done"
@@ -144,8 +142,10 @@ def test_lane_settings_from_the_core_apply_live(model_server: ServerThread) -> N
         assert (await c.request("sessions"))["ok"]
         await model.release("c")
         acks = [(await c.response(r))["result"] for r in (r2, r3)]
-        assert acks[0]["turn"] == acks[1]["turn"]  # one turn carries both
+        # Each its own turn in the core, run as one model call.
+        assert acks[0]["turn"] != acks[1]["turn"]
         assert (await c.until_event("turn.final", "sc"))["data"]["text"] == "one"
+        assert (await c.until_event("turn.final", "sc"))["data"]["text"] == "merged"
         assert (await c.until_event("turn.final", "sc"))["data"]["text"] == "merged"
         last = model.server.requests[-1].json()["messages"][-1]
         assert last == {"role": "user", "content": "m2\n\nm3"}
@@ -157,14 +157,14 @@ def test_lane_settings_from_the_core_apply_live(model_server: ServerThread) -> N
 def test_a_core_that_cannot_tell_leaves_the_gateways_own_values(
     fake_core: tuple[FakeCore, str],
 ) -> None:
-    _core, socket = fake_core  # serves turns, not GetSetting or Subscribe
+    core, socket = fake_core  # serves turns, not GetSetting or Subscribe
 
     async def body(gateway: Gateway) -> None:
-        assert (gateway.lanes.max_running, gateway.lanes.default_mode) == (3, "followup")
-        c = await WsClient.open(gateway.port)
+        assert gateway.lanes.default_mode == "followup"
+        c = await owner_client(gateway.port, core.login_code)
         await c.connect()
         assert (await c.request("send", session="f", text="hi", key="1"))["ok"]
         await c.until_event("turn.final", "f")
         await c.aclose()
 
-    run_gateway(socket, body, GatewayConfig(port=0, max_running=3))
+    run_gateway(socket, body, GatewayConfig(port=0))

@@ -30,9 +30,10 @@ WIDEST_SCOPE = {
 }
 HIDDEN_KINDS = {
     TrustLevel.OWNER: set[str](),
-    TrustLevel.KNOWN: set[str](),
-    TrustLevel.GUEST: {"turn.usage"},
+    TrustLevel.KNOWN: {"tool.approval"},
+    TrustLevel.GUEST: {"turn.usage", "tool.approval"},
     TrustLevel.UNTRUSTED: {
+        "tool.approval",
         "message",
         "turn.delta",
         "tool.started",

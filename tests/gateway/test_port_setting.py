@@ -29,7 +29,7 @@ def test_the_gateway_follows_the_port_setting_when_no_flag_pins_it(home: str) ->
 
     with core_in_thread(home, gateway=GatewayOptions(enabled=True)) as core:
         assert core.info.webchat_url == f"http://127.0.0.1:{first}/"
-        trio.run(console_answers, first)
+        trio.run(console_answers, first, home)
         with core.client() as c:
             events = c.subscribe(c.head().size, kinds=[EFFECT_KIND], timeout=30)
             c.set_setting_text("gateway.port", str(second))
@@ -44,7 +44,7 @@ def test_the_gateway_follows_the_port_setting_when_no_flag_pins_it(home: str) ->
             row = gateway_row(list(c.status().processes))
             assert row.state == cpb.PROCESS_STATE_RUNNING
             assert row.detail == f"http://127.0.0.1:{second}/"
-            trio.run(console_answers, second)
+            trio.run(console_answers, second, home)
             # `naga doctor` probes where the gateway is now, not the default.
             (port_check,) = [x for x in checks_for(Home(home)) if x.name == "webchat port"]
             probed = port_check.run()

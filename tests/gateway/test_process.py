@@ -14,7 +14,7 @@ import trio
 
 from sandbox import CORE_SOCKET_ENV, TOKEN_ENV
 from tests.fakes.turn_core import FakeCore
-from tests.gateway._client import WsClient
+from tests.gateway._login import owner_client
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,7 +41,7 @@ def test_the_gateway_process_serves_a_turn(fake_core: tuple[FakeCore, str]) -> N
 
         async def turn() -> None:
             with trio.fail_after(20):
-                c = await WsClient.open(port)
+                c = await owner_client(port, core.login_code)
                 await c.connect()
                 assert (await c.request("send", session="p", text="hi", key="1"))["ok"]
                 await c.until_event("turn.final")

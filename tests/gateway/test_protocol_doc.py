@@ -25,7 +25,7 @@ def test_every_error_code_is_documented() -> None:
 
 def test_the_documented_limits_are_the_defaults() -> None:
     lim = Limits()
-    assert lim.max_message == 256 * 1024
+    assert lim.max_message == 8 * 1024 * 1024
     assert f"{lim.rate:g}/s sustained, bursts of {lim.burst}" in DOC
     assert f"after {lim.flood_strikes} refusals" in DOC
     assert f"{lim.max_inflight} per connection" in DOC

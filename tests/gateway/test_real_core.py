@@ -1,7 +1,7 @@
 """The WebChat path with nothing faked but the model: a real
 ``naga daemon start`` process starts its gateway as a sandboxed process
 (Seccomp 2, NoNewPrivs 1, listed by ``naga daemon status``), and a
-WebSocket client on loopback (the owner) sends a message that a sandboxed
+WebSocket client with the owner's login cookie sends a message that a sandboxed
 executor answers through the provider plugin and the fake model; the reply
 streams back and the session's history holds both."""
 
@@ -26,6 +26,7 @@ from tests.agent.conftest import ServerThread, model_server, write_providers
 from tests.daemon.conftest import start_core_process
 from tests.fakes.model_server import Reply
 from tests.gateway._client import Closed, WsClient
+from tests.gateway._login import core_codes, owner_client, owner_cookie
 
 __all__ = ["model_server"]  # the fixture, used by name below
 
@@ -72,7 +73,7 @@ def test_a_webchat_message_is_answered_by_the_real_core(
         assert status["NoNewPrivs"].strip() == "1"
 
         async def chat() -> None:
-            c = await WsClient.open(port)
+            c = await owner_client(port, core_codes(home))
             hello = await c.connect()
             assert hello["trust"] == "owner"
             resp = await c.request("send", session="web-1", text="hi there", key="k-1")
@@ -88,7 +89,7 @@ def test_a_webchat_message_is_answered_by_the_real_core(
             trio.run(chat)
         except AssertionError as exc:  # the core's side of it is in its log
             raise AssertionError(f"{exc}\n--- core log ---\n{core.output()[-4000:]}") from None
-        # naga chat goes through the gateway too, as the loopback owner.
+        # naga chat goes through the gateway too, with the owner's proof.
         model_server.script(Reply.answer("via the gateway", usage=(6, 3)))
         capsys.readouterr()
         assert cli_main(["chat", "--home", home, "--json", "--session", "web-1", "again"]) == 0
@@ -117,8 +118,10 @@ def test_a_gateway_killed_mid_turn_is_restarted_and_nothing_is_lost_or_run_twice
         with Client.connect(home) as c:
             first = {p.role: p for p in c.status().processes}["gateway"].pid
 
+        cookie = trio.run(owner_cookie, port, core_codes(home))
+
         async def send_then_lose_the_gateway() -> int:
-            c = await WsClient.open(port)
+            c = await WsClient.open(port, cookie=cookie)
             await c.connect()
             resp = await c.request("send", session="web-2", text="one", key="k-once")
             assert resp["ok"], resp
@@ -133,10 +136,15 @@ def test_a_gateway_killed_mid_turn_is_restarted_and_nothing_is_lost_or_run_twice
             with trio.fail_after(60):
                 while True:  # the supervisor restarts it (backoff 0.25 s first)
                     try:
-                        c = await WsClient.open(port)
+                        # The login outlives the gateway: the same cookie.
+                        c = await WsClient.open(port, cookie=cookie)
                         break
-                    except (OSError, trio.BrokenResourceError, Closed):
-                        await trio.sleep(0.05)  # not back yet (or going down)
+                    except Closed as exc:
+                        if exc.code == 401:
+                            raise
+                        await trio.sleep(0.05)  # going down
+                    except (OSError, trio.BrokenResourceError):
+                        await trio.sleep(0.05)  # not back yet
             await c.connect()
             resp = await c.request("send", session="web-2", text="one", key="k-once")
             assert resp["ok"], resp
@@ -198,3 +206,33 @@ def test_a_gateway_whose_core_is_killed_stops_and_frees_its_port(
     finally:
         os.kill(again.pid, signal.SIGTERM)
         assert again.proc.wait(60) == 0, again.output()
+
+
+def test_the_gateways_stderr_is_a_pipe_into_the_cores_log_not_the_log_itself(
+    home: str, tmp_path: Path, model_server: ServerThread
+) -> None:
+    """The gateway holds no descriptor of the core's log (it could seek,
+    truncate or forge it): its fd 2 is a pipe, and what it writes there
+    reaches the core's log under its name."""
+    write_providers(home, model_server.server.openai_url)
+    port = _free_port()
+    log = tmp_path / "core.log"
+    core = start_core_process(home, log, gateway_port=port)
+    try:
+        with Client.connect(home) as c:
+            gw = {p.role: p for p in c.status().processes}["gateway"]
+        assert gw.state == cpb.PROCESS_STATE_RUNNING, core.output()
+        stderr = os.readlink(f"/proc/{gw.pid}/fd/2")
+        assert stderr.startswith("pipe:["), stderr
+        assert not os.path.samefile(f"/proc/{gw.pid}/fd/2", log)
+        # The core's own stderr is the log: the gateway's is something else.
+        assert os.path.samefile(f"/proc/{core.pid}/fd/2", log)
+    finally:
+        os.kill(core.pid, signal.SIGTERM)
+        assert core.proc.wait(60) == 0, core.output()
+    # Written before its readiness line, so copied once the core had it up.
+    said = f"gateway: naga-gateway: serving on 127.0.0.1:{port}"
+    lines = core.output().splitlines()
+    assert any(line.endswith(said) for line in lines), core.output()[-4000:]
+    # Only ever through the core's copy: no line of it is the gateway's raw output.
+    assert not any(line.startswith("naga-gateway: serving") for line in lines)

@@ -82,7 +82,7 @@ def test_a_gateway_that_gave_up_restarts_on_the_same_port_once_it_is_free(
             row = gateway_row(list(c.status().processes))
             assert row.state == cpb.PROCESS_STATE_RUNNING
             assert row.detail == f"http://127.0.0.1:{busy}/"
-            trio.run(console_answers, busy)
+            trio.run(console_answers, busy, home)
             restarted = until_said(said, "restarted")
             assert restarted == (
                 f"gateway: restarted on port {busy} (RestartGateway by owner: port freed)"
@@ -101,7 +101,7 @@ def test_a_gateway_that_gave_up_restarts_on_the_same_port_once_it_is_free(
             }
             events.cancel()
             assert gateway_row(list(c.status().processes)).pid != pid
-            trio.run(console_answers, busy)
+            trio.run(console_answers, busy, home)
             code = main(["daemon", "restart-gateway", "--home", home])
             assert code == 0
             assert capsys.readouterr().out == (

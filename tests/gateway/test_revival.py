@@ -65,7 +65,7 @@ def test_a_gateway_that_gave_up_is_revived_by_a_new_port_setting(home: str) -> N
             row = gateway_row(list(c.status().processes))
             assert row.state == cpb.PROCESS_STATE_RUNNING
             assert row.detail == f"http://127.0.0.1:{free}/"
-            trio.run(console_answers, free)
+            trio.run(console_answers, free, home)
             c.shutdown("test done")
             assert not core.join().failed
     finally:
@@ -96,7 +96,7 @@ def test_a_pinned_port_that_gave_up_is_restarted_there_by_the_owner(home: str) -
             squatter.close()
             answer = c.restart_gateway("port freed")
             assert (answer.serving, answer.port) == (True, busy), answer.cause
-            trio.run(console_answers, busy)
+            trio.run(console_answers, busy, home)
             c.shutdown("test done")
             assert not core.join().failed
     finally:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from naga_gateway import Gateway
+from naga_gateway import Gateway, GatewayConfig
 from tests.fakes.turn_core import FakeCore
-from tests.gateway._client import WsClient
+from tests.gateway._login import owner_client
 from tests.gateway.conftest import run_gateway
 
 
@@ -17,7 +17,7 @@ def test_a_message_is_acknowledged_once_durable_and_its_reply_streams(
     core, socket = fake_core
 
     async def body(gw: Gateway) -> None:
-        c = await WsClient.open(gw.port)
+        c = await owner_client(gw.port, core.login_code)
         hello = await c.connect()
         assert hello["peer"] == "webchat:owner"
         assert hello["trust"] == "owner"
@@ -46,7 +46,7 @@ def test_resending_the_same_key_never_runs_twice(fake_core: tuple[FakeCore, str]
     core, socket = fake_core
 
     async def body(gw: Gateway) -> None:
-        c = await WsClient.open(gw.port)
+        c = await owner_client(gw.port, core.login_code)
         await c.connect()
         first = await c.request("send", session="s1", text="once", key="same")
         await c.until_event("turn.final")
@@ -63,7 +63,7 @@ def test_abort_stops_a_long_reply(fake_core: tuple[FakeCore, str]) -> None:
     core, socket = fake_core
 
     async def body(gw: Gateway) -> None:
-        c = await WsClient.open(gw.port)
+        c = await owner_client(gw.port, core.login_code)
         await c.connect()
         ack = await c.request("send", session="s1", text="slow story", key="k")
         assert ack["ok"]
@@ -82,7 +82,7 @@ def test_steer_reaches_the_running_turn(fake_core: tuple[FakeCore, str]) -> None
     core, socket = fake_core
 
     async def body(gw: Gateway) -> None:
-        c = await WsClient.open(gw.port)
+        c = await owner_client(gw.port, core.login_code)
         await c.connect()
         core.slow_delay = 0.001
         await c.request("send", session="s1", text="slow", key="a")
@@ -101,7 +101,7 @@ def test_rollback_preview_then_undo(fake_core: tuple[FakeCore, str]) -> None:
     core, socket = fake_core
 
     async def body(gw: Gateway) -> None:
-        c = await WsClient.open(gw.port)
+        c = await owner_client(gw.port, core.login_code)
         await c.connect()
         first = await c.request("send", session="s1", text="one", key="1")
         await c.until_event("turn.final")
@@ -122,23 +122,23 @@ def test_rollback_preview_then_undo(fake_core: tuple[FakeCore, str]) -> None:
 
 
 def test_a_reconnecting_client_resumes_its_stream(fake_core: tuple[FakeCore, str]) -> None:
-    _core, socket = fake_core
+    core, socket = fake_core
 
     async def body(gw: Gateway) -> None:
-        c = await WsClient.open(gw.port)
+        c = await owner_client(gw.port, core.login_code)
         hello = await c.connect()
         await c.request("send", session="s1", text="a b c", key="1")
         await c.until_event("turn.final")
         seen = 2  # accepted and message events came first; resume after them
         await c.aclose()
-        d = await WsClient.open(gw.port)
+        d = await owner_client(gw.port, core.login_code)
         again = await d.connect(resume={"stream": hello["stream"], "after": seen})
         assert again["resumed"] is True
         assert again["stream"] == hello["stream"]
         replayed = [await d.recv() for _ in range(again["last_seq"] - seen)]
         assert [f["seq"] for f in replayed] == list(range(seen + 1, again["last_seq"] + 1))
         await d.aclose()
-        e = await WsClient.open(gw.port)
+        e = await owner_client(gw.port, core.login_code)
         lost = await e.connect(resume={"stream": "no-such-stream", "after": 3})
         assert lost["resumed"] is False
         await e.aclose()
@@ -153,7 +153,7 @@ def test_messages_queued_behind_a_turn_run_in_order(
     core, socket = fake_core
 
     async def body(gw: Gateway) -> None:
-        c = await WsClient.open(gw.port)
+        c = await owner_client(gw.port, core.login_code)
         await c.connect()
         core.slow_delay = 0.001
         r0 = await c.start("send", session="s1", text="slow", key="0", mode=mode)
@@ -164,6 +164,10 @@ def test_messages_queued_behind_a_turn_run_in_order(
         ]
         for rid in [r0, *rids]:
             assert (await c.response(rid))["ok"]
+        # An ack says the message is recorded, not that its turn ran: wait
+        # for the last one's answer before the gateway goes away.
+        while "m2" not in (await c.until_event("turn.final", session="s1"))["data"]["text"]:
+            pass
         await c.aclose()
 
     run_gateway(socket, body)
@@ -182,7 +186,7 @@ def test_a_core_restart_before_acceptance_is_retried_with_the_same_key(
     core.fail_next_runs = 2  # UNAVAILABLE twice, as while the core restarts
 
     async def body(gw: Gateway) -> None:
-        c = await WsClient.open(gw.port)
+        c = await owner_client(gw.port, core.login_code)
         await c.connect()
         ack = await c.request("send", session="s1", text="survive", key="k")
         assert ack["ok"], ack
@@ -200,7 +204,7 @@ def test_a_message_resent_after_a_gateway_restart_is_answered_once(
     acks: list[dict[str, object]] = []
 
     async def body(gw: Gateway) -> None:
-        c = await WsClient.open(gw.port)
+        c = await owner_client(gw.port, core.login_code)
         await c.connect()
         # The client resends everything it has no answer for, same key.
         acks.append((await c.request("send", session="s1", text="hi", key="k"))["result"])
@@ -218,7 +222,7 @@ def test_interrupt_stops_the_running_turn_and_runs_first(fake_core: tuple[FakeCo
     core, socket = fake_core
 
     async def body(gw: Gateway) -> None:
-        c = await WsClient.open(gw.port)
+        c = await owner_client(gw.port, core.login_code)
         await c.connect()
         core.slow_delay = 0.01
         r0 = await c.start("send", session="s1", text="slow", key="0")
@@ -236,3 +240,31 @@ def test_interrupt_stops_the_running_turn_and_runs_first(fake_core: tuple[FakeCo
 
     run_gateway(socket, body)
     assert [r.text for r in core.runs] == ["slow", "now", "later"]
+
+
+def test_past_the_open_messages_bound_a_send_is_refused_not_held(
+    fake_core: tuple[FakeCore, str],
+) -> None:
+    """Each open message holds one of the core's Run streams: past
+    ``max_open`` the gateway answers ``busy`` at once (the client resends),
+    never holds a message unacknowledged; a slot frees when a turn ends."""
+    core, socket = fake_core
+
+    async def body(gw: Gateway) -> None:
+        c = await owner_client(gw.port, core.login_code)
+        await c.connect()
+        core.slow_delay = 0.01
+        first = await c.request("send", session="s1", text="slow", key="a")
+        assert first["ok"], first
+        refused = await c.request("send", session="s2", text="hi", key="b")
+        assert not refused["ok"]
+        assert refused["error"]["code"] == "busy", refused
+        assert "1 messages are already waiting or running" in refused["error"]["message"]
+        await c.until_event(("turn.final", "turn.error"), "s1")
+        again = await c.request("send", session="s2", text="hi", key="b")
+        assert again["ok"], again
+        await c.until_event("turn.final", "s2")
+        await c.aclose()
+
+    run_gateway(socket, body, GatewayConfig(port=0, max_open=1))
+    assert [r.text for r in core.runs] == ["slow", "hi"]

@@ -286,3 +286,53 @@ def test_the_unprivileged_path_serves_the_inherited_socket_too(tmp_path: Path) -
 
 def _namespaces(pid: int) -> dict[str, str]:
     return {ns: os.readlink(f"/proc/{pid}/ns/{ns}") for ns in ("user", "net", "mnt")}
+
+
+_CGROUPS = sandbox.detect_cgroups()
+
+
+def _own_cgroups(pid: int) -> dict[str, str]:
+    """controller -> the cgroup path of ``pid`` (v2: "")."""
+    with open(f"/proc/{pid}/cgroup", encoding="ascii") as f:
+        rows = [line.rstrip("\n").split(":", 2) for line in f]
+    return {name: path for _, names, path in rows for name in (names.split(",") if names else [""])}
+
+
+def _limits_of(pid: int) -> tuple[dict[str, str], dict[str, str]]:
+    """The limits of ``pid``'s own naga cgroup, and its directories."""
+    paths = _own_cgroups(pid)
+    v1 = _CGROUPS.version is sandbox.CgroupVersion.V1
+    name = os.path.basename(paths["cpu" if v1 else ""])
+    assert name.startswith("naga-local-model-"), paths
+    assert _CGROUPS.cpu_parent is not None
+    assert _CGROUPS.memory_parent is not None
+    cpu = os.path.join(_CGROUPS.cpu_parent, name)
+    memory = os.path.join(_CGROUPS.memory_parent, name)
+    pids = os.path.join(_CGROUPS.pids_parent or cpu, name)
+    files = (
+        {"quota": (cpu, "cpu.cfs_quota_us"), "memory": (memory, "memory.limit_in_bytes")}
+        if v1
+        else {"quota": (cpu, "cpu.max"), "memory": (memory, "memory.max")}
+    )
+    if _CGROUPS.pids_parent is not None:
+        files["tasks"] = (pids, "pids.max")
+    limits = {k: Path(d, f).read_text().strip() for k, (d, f) in files.items()}
+    return limits, {"cpu": cpu, "memory": memory, "pids": pids}
+
+
+@pytest.mark.skipif(not _CGROUPS.usable, reason=_CGROUPS.line())
+def test_the_server_runs_in_a_cgroup_of_its_own_with_its_limits(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, "answer", n_threads=2, memory_limit_bytes=2 << 30)
+
+    async def main() -> tuple[dict[str, str], dict[str, str]]:
+        async with local_model(settings) as endpoint:
+            return _limits_of(endpoint.pid)
+
+    limits, dirs = trio.run(main)
+    quota = "200000" if _CGROUPS.version is sandbox.CgroupVersion.V1 else "200000 100000"
+    assert limits["quota"] == quota, limits  # its two threads' CPUs
+    assert limits["memory"] == str(2 << 30), limits  # its address-space limit
+    if _CGROUPS.pids_parent is not None:
+        assert limits["tasks"] == str(settings.max_tasks), limits
+    # Gone with the server.
+    assert not any(os.path.exists(d) for d in dirs.values()), dirs

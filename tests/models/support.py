@@ -42,8 +42,9 @@ async def rig(
     timeouts: Timeouts = FAST,
     retry: RetryPolicy = RETRY,
     seed: int = 7,
+    strict: bool = False,
 ) -> AsyncGenerator[Rig]:
-    async with open_model_server() as server:
+    async with open_model_server(strict=strict) as server:
         clock = VirtualClock()
         adapter = ModelAdapter.for_api(
             api,
@@ -56,6 +57,7 @@ async def rig(
         async with adapter:
             yield Rig(adapter, server, clock)
         assert not server.unexpected, f"requests with no scripted reply: {server.unexpected}"
+        assert not server.refused, f"requests the real server refuses: {server.refused}"
 
 
 def message(role: model_pb2.Role.ValueType, content: str = "") -> model_pb2.ChatMessage:

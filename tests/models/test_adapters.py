@@ -434,3 +434,21 @@ def test_concurrent_calls_share_one_adapter(api: str) -> None:
             assert results == ["same"] * 4
 
     trio.run(main)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_streamed_answers_reuse_one_connection(api: str) -> None:
+    """A stream is read to its body's end after its end event, so the
+    connection goes back to the pool: three streamed calls, one connection
+    (each call opened its own, through the egress proxy, before)."""
+
+    async def main() -> None:
+        async with rig(api) as r:
+            r.server.script(*(Reply.answer(f"answer {i}", pieces=3) for i in range(3)))
+            for i in range(3):
+                chunks = Chunks()
+                response = await r.adapter.stream(hi(), chunks)
+                assert response.message.content == f"answer {i}"
+            assert r.server.connections == 1
+
+    trio.run(main)

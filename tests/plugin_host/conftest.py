@@ -82,3 +82,12 @@ def fails(fn: object, *args: object, **kwargs: object) -> SdkError:
 
 def history_text(client: Client, limit: int = 200) -> list[str]:
     return [e.description for e in client.history(limit=limit).entries]
+
+
+def data_dir(home: str, name: str) -> Path:
+    """The work directory of home plugin ``name`` as installed now: its
+    install's (``work/plugins/<name>@...``), never one named by the name
+    alone (naga_core.plugins._data)."""
+    found = sorted(Path(home, "work", "plugins").glob(f"{name}@*"))
+    assert len(found) == 1, found
+    return found[0]

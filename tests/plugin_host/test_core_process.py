@@ -26,6 +26,7 @@ from naga.sdk import Client
 from naga.sdk import errors as sdk_errors
 from naga.v1 import plugin_service_pb2 as spb
 from naga_core.cli import main
+from naga_core.plugins import code_hash
 from tests.daemon.conftest import CoreProcess, start_core_process
 from tests.ledger_helpers import verify_home
 from tests.plugin_host.conftest import PLUGINS, READY_S, fails
@@ -93,6 +94,10 @@ def served() -> Iterator[Served]:
     core = start_core_process(home, Path(root) / "core.log")
     try:
         with Client.connect(home) as client, egress:
+            # A folder copied in runs only once the owner installed it.
+            for name in ("attacker", "netty"):
+                folder = os.path.join(home, "plugins", name)
+                client.install_plugin(folder, code_hash(folder), local_network=name == "netty")
             info = client.enable_plugin("attacker", wait=READY_S).plugin
             assert info.pid > 0, info
             yield Served(core, home, client, _digests(home), egress)

@@ -18,9 +18,11 @@ from hypothesis import strategies as st
 from naga.v1 import agent_pb2 as apb
 from naga.v1 import model_pb2 as mpb
 from naga.v1 import replay_pb2 as rpb
+from naga.v1.sealed_pb2 import SealedBox
 from naga_core.cli import main as cli_main
 from naga_core.ledger import CheckpointSigner, Entry
 from naga_core.ledger._record import decode_body, encode_body
+from naga_core.memory import BLOB_MAGIC, is_sealed_blob, open_blob_with, open_turn_with
 from naga_core.replay import ReplayError, decode_bundle, encode_bundle, read_bundle, replay
 from tests.replay.conftest import FAILING, SESSION, Recorded
 
@@ -33,7 +35,12 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
 @pytest.fixture(scope="module")
 def bundle_bytes(recorded: Recorded, tmp_path_factory: pytest.TempPathFactory) -> bytes:
     out = tmp_path_factory.mktemp("bundle") / "s.bundle"
-    code = cli_main(["replay", "export", SESSION, "-o", str(out), "--home", recorded.home])
+    # Pinned where the online export was: the stop appends the ended
+    # workers' token revocations after it.
+    at = str(recorded.size_at_stop)
+    code = cli_main(
+        ["replay", "export", SESSION, "-o", str(out), "--home", recorded.home, "--at", at]
+    )
     assert code == 0
     return out.read_bytes()
 
@@ -62,7 +69,7 @@ def test_online_and_offline_exports_of_one_state_are_the_same_bundle(
 ) -> None:
     online = decode_bundle(recorded.online_bundle)
     offline = decode_bundle(bundle_bytes)
-    # Stopping the core appends nothing: both saw one ledger state.
+    # Both name one ledger state: the one the online export pinned.
     assert online.tree_size == offline.tree_size == recorded.size_at_stop
     assert online.exported_ns <= offline.exported_ns
     online.exported_ns = offline.exported_ns = 0
@@ -114,6 +121,25 @@ def _rewrite(
     msg.records[index].body = encode_body(entry, old.seq, old.timestamp_ns, old.prev_hash)
 
 
+def _opened_blob(msg: rpb.ReplayBundle, data: bytes) -> bytes:
+    """A bundle's blob as its records name it: sealed (its subject's words,
+    docs/adr/0037), opened with the data key the bundle carries."""
+    assert is_sealed_blob(data)
+    box = SealedBox.FromString(data[len(BLOB_MAGIC) :])
+    (dek,) = [k.data_key for k in msg.keys if k.wrapped_key == box.wrapped_key]
+    opened = open_blob_with(data, dek)
+    assert opened is not None
+    return opened
+
+
+def _opened_record(msg: rpb.ReplayBundle, kind: str, payload: bytes) -> apb.TurnRecord:
+    body = apb.TurnRecord.FromString(payload)
+    assert body.HasField("sealed")
+    assert not body.text
+    (dek,) = [k.data_key for k in msg.keys if k.wrapped_key == body.sealed.wrapped_key]
+    return open_turn_with(kind, body, dek)
+
+
 def _model_records(msg: rpb.ReplayBundle) -> list[tuple[int, apb.TurnRecord]]:
     return [
         (i, apb.TurnRecord.FromString(decode_body(r.body).payload))
@@ -129,7 +155,7 @@ def test_a_changed_model_answer_is_tampering_then_a_divergence(
     # Turn 2's first answer now asks to echo "z" instead of "a".
     index, model = _model_records(msg)[2]
     blobs = {b.digest: b for b in msg.blobs}
-    answer = mpb.ChatResponse.FromString(blobs[model.response_blob].data)
+    answer = mpb.ChatResponse.FromString(_opened_blob(msg, blobs[model.response_blob].data))
     assert json.loads(answer.message.tool_calls[0].arguments_json) == {"text": "a"}
     answer.message.tool_calls[0].arguments_json = json.dumps({"text": "z"})
 
@@ -177,7 +203,7 @@ def test_a_changed_request_shows_a_diff(
     msg = decode_bundle(bundle_bytes)
     index, model = _model_records(msg)[1]  # turn 1's second call
     blobs = {b.digest: b for b in msg.blobs}
-    request = mpb.ChatRequest.FromString(blobs[model.request_blob].data)
+    request = mpb.ChatRequest.FromString(_opened_blob(msg, blobs[model.request_blob].data))
     request.messages[-1].content = '{"echo": "pong"}'
 
     data = request.SerializeToString()
@@ -319,7 +345,10 @@ def test_an_edited_user_message_is_caught_at_step_one(
 ) -> None:
     msg = decode_bundle(bundle_bytes)
     index = [i for i, r in enumerate(msg.records) if r.kind == "turn.message"][1]
-    message = apb.TurnRecord.FromString(decode_body(msg.records[index].body).payload)
+    # An editor holding the bundle holds its data keys: it writes the
+    # message opened, in the clear (sealing it again would change nothing).
+    message = _opened_record(msg, "turn.message", decode_body(msg.records[index].body).payload)
+    assert message.text == "echo a, b, then c"
     message.text = "echo x, y, then z"
     _rewrite(msg, index, message)
     code, out = _run(tmp_path, capsys, encode_bundle(msg), "--allow-edited")
@@ -328,3 +357,16 @@ def test_an_edited_user_message_is_caught_at_step_one(
     assert (d["turn"], d["step"]) == (2, 1)
     assert d["expected"] == "'echo x, y, then z'"
     assert d["got"] == "'echo a, b, then c'"
+
+
+def test_an_export_pinned_past_the_ledger_is_refused(
+    recorded: Recorded, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "far.bundle"
+    far = str(recorded.size_at_stop + 10_000)
+    code, data = _cli(
+        capsys, "replay", "export", SESSION, "-o", str(out), "--home", recorded.home, "--at", far
+    )
+    assert code == 1
+    assert f"--at {far}: the ledger holds" in data["error"]
+    assert not out.exists()

@@ -40,6 +40,11 @@ _SYSCALLS = (
     "keyctl",
     "prlimit64",
     "setrlimit",
+    "setsockopt",
+    "tkill",
+    "tgkill",
+    "rt_sigqueueinfo",
+    "pidfd_send_signal",
 )
 #: This architecture's numbers, resolved now (libseccomp is loaded already).
 NR: dict[str, int] = {
@@ -152,6 +157,62 @@ def tcp_bind(port: str) -> str:
     return _errnos(bind)
 
 
+_MSG_FASTOPEN = 0x20000000
+_TCP_FASTOPEN = 23
+_TCP_FASTOPEN_CONNECT = 30
+
+
+def tcp_fastopen(port: str) -> str:
+    """TCP Fast Open to ``port``: sendto and sendmsg with MSG_FASTOPEN, the
+    TCP_FASTOPEN_CONNECT option (then connect), the TCP_FASTOPEN option, and
+    the option's level with junk in its upper 32 bits (the kernel reads the
+    low 32 only)."""
+    address = ("127.0.0.1", int(port))
+
+    def sendto() -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.sendto(b"exfiltrated", _MSG_FASTOPEN, address)
+
+    def sendmsg() -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.sendmsg([b"exfiltrated"], [], _MSG_FASTOPEN, address)
+
+    def connect_option() -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.IPPROTO_TCP, _TCP_FASTOPEN_CONNECT, 1)
+            s.connect(address)
+            s.send(b"exfiltrated")
+
+    def listen_option() -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.IPPROTO_TCP, _TCP_FASTOPEN, 5)
+
+    def junk_level() -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            one = ctypes.c_int(1)
+            _syscall(
+                "setsockopt",
+                s.fileno(),
+                (1 << 32) | socket.IPPROTO_TCP,
+                _TCP_FASTOPEN_CONNECT,
+                ctypes.addressof(one),
+                ctypes.sizeof(one),
+            )
+
+    return _errnos(sendto, sendmsg, connect_option, listen_option, junk_level)
+
+
+def listen_unbound() -> str:
+    """listen() without bind(): the kernel binds an ephemeral port itself."""
+
+    def listen() -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.listen()
+            raise Escaped(f"listening on port {s.getsockname()[1]}")
+
+    return _errnos(listen)
+
+
 def udp_send(port: str) -> str:
     def send() -> None:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -181,6 +242,16 @@ def raw_socket() -> str:
         lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW),
         lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW),
     )
+
+
+def x32_udp_socket() -> str:
+    """socket(AF_INET, SOCK_DGRAM) by its x32 number: the same audit arch as
+    x86_64, so a filter matching numbers alone would miss it."""
+    number = 0x40000000 | pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, "socket")
+    result = int(_libc.syscall(ctypes.c_long(number), 2, 2, 0))
+    if result == -1:
+        return errno.errorcode.get(ctypes.get_errno(), "?")
+    raise Escaped(f"x32 socket {result}")
 
 
 # --- processes -----------------------------------------------------------------
@@ -250,6 +321,23 @@ def kill_sentinel(pid: str) -> str:
     return _errnos(
         lambda: os.kill(int(pid), signal.SIGKILL),
         lambda: os.killpg(os.getpgid(int(pid)), signal.SIGKILL),
+    )
+
+
+def signal_routes(pid: str) -> str:
+    """Every other way to signal another process: kill(-1) (all it may
+    signal), tkill, tgkill, rt_sigqueueinfo, a pidfd (open, then send).
+    Signal 0: the same permission check, and nothing delivered should a
+    layer fail (kill(-1) as root would reach every process of the machine)."""
+    target = int(pid)
+    info = ctypes.create_string_buffer(128)
+    return _errnos(
+        lambda: os.kill(-1, 0),
+        lambda: _syscall("tkill", target, 0),
+        lambda: _syscall("tgkill", target, target, 0),
+        lambda: _syscall("rt_sigqueueinfo", target, 0, ctypes.addressof(info)),
+        lambda: os.pidfd_open(target),
+        lambda: _syscall("pidfd_send_signal", 0, 0, 0, 0),
     )
 
 
@@ -333,6 +421,12 @@ def memory_bomb() -> str:
         return "MemoryError"
 
 
+def renice() -> str:
+    """Its niceness, then an attempt to take the CPU back (niceness 0)."""
+    nice = os.getpriority(os.PRIO_PROCESS, 0)
+    return f"nice={nice}," + _errnos(lambda: os.setpriority(os.PRIO_PROCESS, 0, 0))
+
+
 def cpu_spin() -> str:
     while True:
         pass
@@ -388,10 +482,13 @@ ATTACKS: dict[str, Callable[..., str]] = {
         write_proc_self_mem,
         tcp_connect,
         tcp_bind,
+        tcp_fastopen,
+        listen_unbound,
         udp_send,
         unix_connect,
         abstract_connect,
         raw_socket,
+        x32_udp_socket,
         execve_shell,
         memfd_exec,
         clone_namespace,
@@ -401,12 +498,14 @@ ATTACKS: dict[str, Callable[..., str]] = {
         process_vm_readv_sentinel,
         kill_sentinel,
         sigio_sentinel,
+        signal_routes,
         raise_rlimits,
         mlock_memory,
         mprotect_exec,
         kernel_surface,
         ioctl_tiocsti,
         memory_bomb,
+        renice,
         cpu_spin,
         fd_exhaustion,
         disk_fill,

@@ -80,19 +80,16 @@ def tcp_connect(args: list[str]) -> int:
 
 
 def serve_once(args: list[str]) -> int:
-    """A gateway's work: bind its port (another port is refused), serve one echo."""
-    fd, port, other_port = args
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as other:
-        try:
-            other.bind(("127.0.0.1", int(other_port)))
-            refused = "ESCAPED"
-        except OSError as e:
-            refused = errno.errorcode.get(e.errno or 0, "?")
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
-        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        server.bind(("127.0.0.1", int(port)))
-        server.listen()
-        _report(fd, f"listening, other port {refused}")
+    """A gateway's work: serve one echo on the listening socket it was handed;
+    a TCP socket of its own is refused."""
+    fd, listen_fd = args
+    try:
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
+        refused = "ESCAPED"
+    except OSError as e:
+        refused = errno.errorcode.get(e.errno or 0, "?")
+    with socket.socket(fileno=int(listen_fd)) as server:
+        _report(fd, f"serving, own socket {refused}")
         conn, _ = server.accept()
         with conn:
             conn.sendall(b"echo:" + conn.recv(5))
@@ -106,3 +103,30 @@ def exit_with(args: list[str]) -> int:
 def fail(args: list[str]) -> int:
     sys.stderr.write("about to fail\n")
     raise RuntimeError("the target failed")
+
+
+def hoard(args: list[str]) -> int:
+    """Touch memory 4 MiB at a time until something stops it."""
+    held: list[bytes] = []
+    try:
+        while True:
+            held.append(b"\x5a" * (4 << 20))
+    except MemoryError:
+        held.clear()
+        return _report(args[0], "MemoryError")
+
+
+def spin(args: list[str]) -> int:
+    """Burn CPU on one thread until ``args[0]`` (a pipe) reaches its end
+    (bench/nice_ranking.py: how the kernel shares a CPU with the core)."""
+    fd = int(args[0])
+    os.set_blocking(fd, False)
+    n = 0
+    while True:
+        n += 1
+        if n % 100_000 == 0:
+            try:
+                if os.read(fd, 1) == b"":
+                    return 0
+            except BlockingIOError:
+                pass

@@ -18,6 +18,7 @@ import grpc
 import pytest
 
 import sandbox
+from sandbox._exit import describe_status
 from tests.sandbox.conftest import TEST_LIMITS, Range, Sentinel
 
 WORKLOADS = "tests.sandbox._workloads"
@@ -104,37 +105,31 @@ def test_executor_reaches_the_core_over_grpc(
     sentinel.assert_intact()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def test_gateway_serves_its_port_only(attacker: Range, core_socket: Path) -> None:
-    port, other = _free_port(), _free_port()
-    profile = sandbox.Profile.gateway(port, core_socket, rlimits=TEST_LIMITS)
+def test_gateway_serves_the_socket_it_is_handed(attacker: Range, core_socket: Path) -> None:
+    profile = sandbox.Profile.gateway(core_socket, rlimits=TEST_LIMITS)
     r, w = os.pipe()
-    try:
-        with sandbox.launch(
-            profile.with_work_dir(attacker.work),
-            f"{WORKLOADS}:serve_once",
-            [str(w), str(port), str(other)],
-            pass_fds=[w],
-            kernel=attacker.kernel,
-        ) as child:
-            os.close(w)
-            w = -1
-            # Its own word that it listens: a line on the pipe, not a delay.
-            assert os.read(r, 100) == b"listening, other port EACCES\n"
-            with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
-                conn.sendall(b"hello")
-                assert conn.recv(100) == b"echo:hello"
-            assert child.wait(timeout=30).code == 0
-    finally:
-        os.close(r)
-        if w != -1:
-            os.close(w)
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        try:
+            with sandbox.launch(
+                profile.with_work_dir(attacker.work),
+                f"{WORKLOADS}:serve_once",
+                [str(w), str(listener.fileno())],
+                pass_fds=[w, listener.fileno()],
+                kernel=attacker.kernel,
+            ) as child:
+                os.close(w)
+                w = -1
+                # Its own word that it serves: a line on the pipe, not a delay.
+                assert os.read(r, 100) == b"serving, own socket EPERM\n"
+                with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+                    conn.sendall(b"hello")
+                    assert conn.recv(100) == b"echo:hello"
+                assert child.wait(timeout=30).code == 0
+        finally:
+            os.close(r)
+            if w != -1:
+                os.close(w)
 
 
 def test_gateway_connects_nowhere(attacker: Range, core_socket: Path) -> None:
@@ -142,14 +137,14 @@ def test_gateway_connects_nowhere(attacker: Range, core_socket: Path) -> None:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         port = listener.getsockname()[1]
-        profile = sandbox.Profile.gateway(18789, core_socket, rlimits=TEST_LIMITS)
+        profile = sandbox.Profile.gateway(core_socket, rlimits=TEST_LIMITS)
         line, end, _ = _run(
             attacker,
             f"{WORKLOADS}:tcp_connect",
             str(port),
             profile=profile.with_work_dir(attacker.work),
         )
-    assert end.code == 1  # PermissionError from Landlock: no TCP connect at all
+    assert end.code == 1  # PermissionError from seccomp: no TCP socket at all
     assert line == ""
 
 
@@ -225,6 +220,63 @@ def test_kill_reports_the_supervisor(attacker: Range) -> None:
     finally:
         os.close(gate_r)
         os.close(gate_w)
+
+
+_CGROUPS = sandbox.detect_cgroups()
+
+
+def _swap_on() -> bool:
+    with open("/proc/swaps", encoding="ascii") as f:
+        return len(f.read().splitlines()) > 1
+
+
+@pytest.mark.skipif(not _CGROUPS.usable, reason=_CGROUPS.line())
+def test_an_oom_kill_in_its_cgroup_is_named(attacker: Range) -> None:
+    # A ceiling far below its address-space limit (512 MiB): the kernel's OOM
+    # killer in its cgroup ends it with a SIGKILL no supervisor sent, and
+    # the cgroup's counters, read before it goes, say so.
+    if _CGROUPS.version is sandbox.CgroupVersion.V1 and _swap_on():
+        pytest.skip("cgroup v1 with swap on: past its ceiling the child swaps, not OOM-killed")
+    group = sandbox.Cgroup.create(_CGROUPS, "oom-test", sandbox.CgroupLimits(memory_bytes=64 << 20))
+    r, w = os.pipe()
+    try:
+        child = sandbox.launch(
+            attacker.profile(),
+            f"{WORKLOADS}:hoard",
+            [str(w)],
+            pass_fds=[w],
+            kernel=attacker.kernel,
+            stderr=subprocess.DEVNULL,
+            cgroup=group,
+        )
+        os.close(w)
+        w = -1
+        end = child.wait(timeout=30)
+        line = b"".join(iter(lambda: os.read(r, 4096), b"")).decode().strip()
+    finally:
+        os.close(r)
+        if w != -1:
+            os.close(w)
+        group.remove()
+    assert line == ""  # no MemoryError: the ceiling came first
+    assert (end.kind, end.signal, end.by_oom_killer) == (
+        sandbox.ExitKind.SIGNALED,
+        signal.SIGKILL,
+        True,
+    ), end
+    assert end.cause == (
+        "memory ceiling exceeded: killed (SIGKILL) by the kernel's OOM killer "
+        "at its cgroup's limit of 64 MiB"
+    )
+    assert not any(os.path.exists(d) for d in group.dirs)
+
+
+def test_a_sigkill_nobody_accounts_for_stays_vague() -> None:
+    end = describe_status(-signal.SIGKILL)
+    assert not end.by_oom_killer
+    assert "CPU hard limit, out of memory, or another process" in end.cause
+    end = describe_status(-signal.SIGKILL, sandbox.ExitKind.KILLED, oom_killed=True)
+    assert (end.kind, end.by_oom_killer) == (sandbox.ExitKind.KILLED, False)
 
 
 # --- setup failures ----------------------------------------------------------------

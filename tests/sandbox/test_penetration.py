@@ -11,6 +11,7 @@ EPERM/ENOSYS seccomp, ECONNREFUSED the private network namespace.
 from __future__ import annotations
 
 import os
+import platform
 import signal
 import socket
 import subprocess
@@ -181,6 +182,110 @@ def test_tcp_connect_to_port_not_in_egress(
     sentinel.assert_intact()
 
 
+def test_tcp_fast_open_to_port_not_in_egress(
+    attacker: Range, sentinel: Sentinel, tcp_listener: socket.socket
+) -> None:
+    # Fast Open connects inside sendto()/sendmsg() (or the first write after
+    # TCP_FASTOPEN_CONNECT), where Landlock's connect rule never looks: the
+    # filter refuses the flag and the options instead.
+    port = tcp_listener.getsockname()[1]
+    other = 443 if port != 443 else 8443
+    profile = attacker.profile(egress=(sandbox.Egress("api.example.com", other),))
+    _refused(
+        attacker.run("tcp_fastopen", str(port), profile=profile), "EPERM,EPERM,EPERM,EPERM,EPERM"
+    )
+    _nothing_arrived(tcp_listener)
+    sentinel.assert_intact()
+
+
+def test_tcp_fast_open_from_the_gateway(
+    attacker: Range, sentinel: Sentinel, tcp_listener: socket.socket, tmp_path: Path
+) -> None:
+    # The gateway must connect nowhere but the core's Unix socket.
+    port = tcp_listener.getsockname()[1]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as core:
+        core.bind(str(tmp_path / "core.sock"))  # the view shows it: it must exist
+        outcome = attacker.run("tcp_fastopen", str(port), profile=_gateway(attacker, tmp_path))
+    _refused(outcome, "EPERM,EPERM,EPERM,EPERM,EPERM")
+    _nothing_arrived(tcp_listener)
+    sentinel.assert_intact()
+
+
+def _gateway(attacker: Range, tmp_path: Path) -> sandbox.Profile:
+    return sandbox.Profile.gateway(
+        tmp_path / "core.sock", read_only=[attacker.read_only]
+    ).with_work_dir(attacker.work)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        # Before issue 11's last step the gateway bound its own port, and a
+        # listen() without bind() got an ephemeral one (Landlock never sees
+        # the autobind): now it can make no TCP socket at all.
+        ("listen_unbound", "EPERM"),
+        ("tcp_bind", "EPERM"),
+        ("tcp_connect", "EPERM"),
+        ("udp_send", "EPERM"),
+        ("raw_socket", "EPERM,EPERM"),
+    ],
+)
+def test_the_gateway_profile_makes_no_network_socket(
+    attacker: Range,
+    sentinel: Sentinel,
+    tcp_listener: socket.socket,
+    tmp_path: Path,
+    case: tuple[str, str],
+) -> None:
+    attack, expected = case
+    port = str(tcp_listener.getsockname()[1])
+    params = () if attack in ("listen_unbound", "raw_socket") else (port,)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as core:
+        core.bind(str(tmp_path / "core.sock"))
+        _refused(attacker.run(attack, *params, profile=_gateway(attacker, tmp_path)), expected)
+    _nothing_arrived(tcp_listener)
+    sentinel.assert_intact()
+
+
+def test_the_gateway_profile_reaches_no_abstract_socket_of_the_host(
+    attacker: Range,
+    sentinel: Sentinel,
+    abstract_listener: tuple[str, socket.socket],
+    tmp_path: Path,
+) -> None:
+    name, listener = abstract_listener
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as core:
+        core.bind(str(tmp_path / "core.sock"))
+        outcome = attacker.run("abstract_connect", name, profile=_gateway(attacker, tmp_path))
+    _refused(outcome, "ECONNREFUSED")  # its own network namespace
+    _nothing_arrived(listener)
+    sentinel.assert_intact()
+
+
+def test_a_plugin_with_egress_can_neither_listen_nor_bind(
+    attacker: Range, sentinel: Sentinel, tcp_listener: socket.socket
+) -> None:
+    # It may make TCP sockets (to connect to its declared ports), but not serve.
+    port = str(tcp_listener.getsockname()[1])
+    profile = attacker.profile(egress=(sandbox.Egress("api.example.com", 443),))
+    _refused(attacker.run("listen_unbound", profile=profile), "EPERM")
+    _refused(attacker.run("tcp_bind", port, profile=profile), "EPERM")
+    sentinel.assert_intact()
+
+
+def test_a_plugin_with_egress_sends_no_udp(attacker: Range, sentinel: Sentinel) -> None:
+    # Landlock has no UDP rules: the filter refuses the datagram socket itself.
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.setblocking(False)
+        port = str(listener.getsockname()[1])
+        profile = attacker.profile(egress=(sandbox.Egress("api.example.com", 443),))
+        _refused(attacker.run("udp_send", port, profile=profile), "EPERM")
+        with pytest.raises(BlockingIOError):
+            listener.recv(64)
+    sentinel.assert_intact()
+
+
 @pytest.fixture
 def abstract_listener() -> Iterator[tuple[str, socket.socket]]:
     name = f"naga-test-{os.getpid()}-{time.monotonic_ns()}"
@@ -214,6 +319,14 @@ def test_abstract_unix_socket_on_host_network(
 
 def test_raw_and_netlink_sockets(attacker: Range, sentinel: Sentinel) -> None:
     _refused(attacker.run("raw_socket"), "EPERM,EPERM")
+    sentinel.assert_intact()
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="x32 is an x86_64 ABI")
+def test_x32_syscall_numbers_end_the_egress_plugin(attacker: Range, sentinel: Sentinel) -> None:
+    # libseccomp treats x32 numbers on an x86_64 filter as a bad arch: killed.
+    profile = attacker.profile(egress=(sandbox.Egress("api.example.com", 443),))
+    _killed_by_filter(attacker.run("x32_udp_socket", profile=profile))
     sentinel.assert_intact()
 
 
@@ -311,6 +424,15 @@ def test_cpu_spin(attacker: Range, sentinel: Sentinel) -> None:
     assert outcome.report is None
     assert outcome.exit.kind is sandbox.ExitKind.SIGNALED
     assert outcome.exit.signal in (signal.SIGXCPU, signal.SIGKILL), outcome.exit
+    sentinel.assert_intact()
+
+
+def test_a_plugin_runs_nicer_than_the_core_and_cannot_renice(
+    attacker: Range, sentinel: Sentinel
+) -> None:
+    # Under CPU contention the core (and whoever it answers) goes first.
+    nice = os.getpriority(os.PRIO_PROCESS, 0) + sandbox.PLUGIN_NICE
+    _refused(attacker.run("renice"), f"nice={min(nice, 19)},EPERM")
     sentinel.assert_intact()
 
 

@@ -36,7 +36,7 @@ def profiles(tmp_path_factory: pytest.TempPathFactory) -> list[sandbox.Profile]:
     work = tmp_path_factory.mktemp("work")
     sock = str(Path(work).parent / "core.sock")
     base = [
-        sandbox.Profile.gateway(18789, sock),
+        sandbox.Profile.gateway(sock),
         sandbox.Profile.executor(sock),
         sandbox.Profile.plugin(work_dir=None),
         sandbox.Profile.plugin(work_dir=None, egress=[sandbox.Egress("example.com", 443)]),

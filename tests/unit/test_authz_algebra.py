@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from naga.constants import TOKEN_MAX_SPAWN_DEPTH
 from naga_core.authz import (
@@ -15,6 +17,7 @@ from naga_core.authz import (
     AuthzError,
     BudgetAccount,
     BudgetCeiling,
+    EndedTokens,
     Grant,
     InvalidCaveat,
     InvalidRequest,
@@ -335,3 +338,35 @@ def test_authz_raises_finds_unrevocations_and_refunds() -> None:
         Change("trust", "wechat:a", "guest", "owner"),
     ]
     assert authz_raises(changes) == [changes[0], changes[2], changes[4]]
+
+
+def test_a_refund_to_an_ended_token_is_no_raise_but_everything_else_is() -> None:
+    ended = EndedTokens()
+    ended.end(bytes.fromhex("aa" * 16))
+    gone, live = "aa" * 16, "bb" * 16
+    changes = [
+        Change("budget.spent", gone, 10, None),  # its turn ended: nothing to raise
+        Change("budget.spent", live, 10, 4),  # a live token could spend it again
+        Change("budget.spent", "not-hex", 10, 4),  # not BudgetAccount's: fails closed
+        Change("token.revoked", gone, True, None),  # un-revoking is a raise, ended or not
+        Change("budget.spent", gone, None, 4),
+    ]
+    assert ended.raises(changes) == [changes[1], changes[2], changes[3]]
+    assert gone not in ended
+    assert bytes.fromhex(gone) in ended
+    ended.forget([bytes.fromhex(gone)])  # its spending dropped: a refund fails closed again
+    assert ended.raises(changes[:1]) == changes[:1]
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["aa", "bb", "cc"]), st.integers(0, 9), st.integers(0, 9)))
+)
+def test_ended_tokens_only_ever_narrow_authz_raises(spends: list[tuple[str, int, int]]) -> None:
+    ended = EndedTokens()
+    ended.end(bytes.fromhex("aa" * 16))
+    changes = [Change("budget.spent", k * 16, a, b) for k, a, b in spends]
+    narrowed = ended.raises(changes)
+    assert all(c in authz_raises(changes) for c in narrowed)
+    assert [c for c in authz_raises(changes) if c not in narrowed] == [
+        c for c in authz_raises(changes) if c.key == "aa" * 16
+    ]

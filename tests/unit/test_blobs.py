@@ -182,7 +182,9 @@ def test_verify_all_reports_strays_and_tmp_leftovers(store: BlobStore) -> None:
         strays[directory] = reason
 
     problems = store.verify_all()
-    assert all(p.kind == "stray" for p in problems)
+    tmp = Path(store.root) / "tmp"
+    assert [p.kind for p in problems if Path(p.path).parent == tmp] == ["leftover"]
+    assert all(p.kind == "stray" for p in problems if Path(p.path).parent != tmp)
     assert [p.path for p in problems] == sorted(str(p) for p in strays)
     for p in problems:
         assert strays[Path(p.path)] in p.reason
@@ -216,7 +218,7 @@ def test_failed_sync_leaves_no_blob_only_debris(tmp_path: Path) -> None:
     digest = hashlib.sha256(b"never durable").digest()
     assert not store.exists(digest)
     problems = store.verify_all()
-    assert [p.kind for p in problems] == ["stray"]
+    assert [p.kind for p in problems] == ["leftover"]
     assert problems[0].path.startswith(os.path.join(store.root, "tmp") + "/")
 
     # a failed sync is never retried: this store refuses until reopened

@@ -267,6 +267,41 @@ def test_a_manifest_survives_the_hello(m: Manifest) -> None:
     assert Manifest.from_proto(pb.PluginManifest.FromString(wire)) == m
 
 
+@pytest.mark.parametrize(
+    ("host", "port", "said"),
+    [
+        ("127.0.0.1", 8080, "is this machine (loopback)"),
+        ("127.8.9.10", 443, "is this machine (loopback)"),
+        ("localhost", 443, "is this machine (loopback)"),
+        ("api.localhost", 443, "is this machine (loopback)"),
+        ("::1", 443, "is this machine (loopback)"),
+        ("::ffff:127.0.0.1", 443, "is this machine (loopback)"),
+        ("0.0.0.0", 443, "is this machine (loopback)"),
+        ("api.example.com", 18789, "egress port 18789 is the WebChat gateway's"),
+        ("10.1.2.3", 443, "is a private or link-local address"),
+        ("192.168.1.1", 443, "is a private or link-local address"),
+        ("172.16.0.1", 443, "is a private or link-local address"),
+        ("169.254.169.254", 80, "is a private or link-local address"),
+        ("fe80::1", 443, "is a private or link-local address"),
+        ("fd00::1", 443, "is a private or link-local address"),
+    ],
+)
+def test_egress_to_this_machine_or_its_network_is_refused(host: str, port: int, said: str) -> None:
+    text = _with('host = "api.example.com"\nport = 443', f'host = "{host}"\nport = {port}')
+    with pytest.raises(ManifestInvalid) as info:
+        Manifest.parse(text)
+    assert "egress[0]: " in str(info.value)
+    assert said in str(info.value)
+    # The owner's own configuration (a local model) may: its loader says so.
+    assert Manifest.parse(text, local_egress=True).egress[0].host == host
+
+
+def test_public_egress_is_accepted() -> None:
+    for host in ("api.example.com", "8.8.8.8", "2606:4700::1111"):
+        text = _with('host = "api.example.com"', f'host = "{host}"')
+        assert Manifest.parse(text).egress[0].host == host
+
+
 # --- arguments ------------------------------------------------------------------------
 
 _TOOL = Manifest.parse(GOOD).tools[0]

@@ -196,6 +196,21 @@ def test_a_mint_record_folds_the_caveats_and_never_holds_the_tag(
     assert token.id.hex() in describe_minted(back)
 
 
+@pytest.mark.parametrize(
+    ("expires_ns", "shown"),
+    [
+        (1_796_180_640_021_596_721, "expires 2026-12-02 03:04:00 UTC"),
+        (0, "expires 1970-01-01 00:00:00 UTC"),
+        (2**63 - 1, "expires 2262-04-11 23:47:16 UTC"),
+        (-(2**63), "expires 1677-09-21 00:12:43 UTC"),
+    ],
+)
+def test_a_mint_record_says_its_expiry_as_a_time(expires_ns: int, shown: str) -> None:
+    msg = apb.TokenMinted(id=bytes(16), role="executor", minted_by="core")
+    msg.expires_at_ns = expires_ns
+    assert shown in describe_minted(msg)
+
+
 def test_a_mint_record_needs_who_asked() -> None:
     token = mint_token(KEY, token_id=bytes(16), principal=None, lineage=(), caveats=[ExpiresAt(1)])
     with pytest.raises(AuthzError, match="needs who asked"):

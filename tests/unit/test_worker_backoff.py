@@ -50,7 +50,7 @@ class Journal:
         self.gave_up.append(reason)
 
 
-def _refused(_plugin: object, _fd: int) -> sandbox.Sandboxed:
+def _refused(_plugin: object, _fd: int, _output: int) -> sandbox.Sandboxed:
     raise sandbox.LaunchFailed("the interpreter is gone")
 
 

@@ -1,28 +1,33 @@
 """A small blocking client of the console protocol (docs/protocol/websocket.md)
 for programs on the owner's machine: ``naga chat`` sends its turn through
 the gateway with it, as the console does. It speaks the gateway's own frame
-codec over a plain socket (client frames masked, RFC 6455 section 5.1).
+codec (:mod:`naga.websocket`) over a plain socket (client frames masked,
+RFC 6455 section 5.1).
+
+It proves the owner as the console page does: a one-time login code (from
+the core, ``naga.sdk.Client.console_login``) is traded at ``POST /login``
+for the owner's session cookie, which the upgrade presents::
+
+    code = core.console_login().code
+    with ConsoleClient.open("127.0.0.1", port, code=code) as gw: ...
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import http.client
 import json
 import os
 import socket
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
-from naga_gateway import _ws as ws
-from naga_gateway._protocol import PROTOCOL_VERSION
-from naga_gateway.errors import GatewayError
+from naga import websocket as ws
+from naga.console.errors import ConsoleError
+from naga.constants import CONSOLE_PROTOCOL_VERSION as PROTOCOL_VERSION
 
 _MAX_MESSAGE = 1 << 24
-
-
-class ConsoleError(GatewayError):
-    """The gateway refused a request, closed the connection, or is not there."""
 
 
 class ConsoleClient:
@@ -36,8 +41,43 @@ class ConsoleClient:
         self._events: list[dict[str, Any]] = []
 
     @classmethod
-    def open(cls, host: str, port: int, *, timeout: float = 10.0) -> ConsoleClient:
-        """Connect, upgrade and say ``connect``; ConsoleError if anything fails."""
+    def login(cls, host: str, port: int, code: str, *, timeout: float = 10.0) -> str:
+        """Trade a one-time login code for the owner's ``Cookie`` header value."""
+        conn = http.client.HTTPConnection(host, port, timeout=timeout)
+        try:
+            conn.request(
+                "POST",
+                "/login",
+                body=json.dumps({"code": code}),
+                headers={"Content-Type": "application/json"},
+            )
+            resp = conn.getresponse()
+            body = resp.read(4096)
+            cookie = resp.getheader("set-cookie") or ""
+        except (OSError, http.client.HTTPException) as exc:
+            raise ConsoleError(f"no gateway on {host}:{port}: {exc}") from None
+        finally:
+            conn.close()
+        if resp.status != 200 or not cookie:
+            raise ConsoleError(f"the gateway refused the login: {_said(body)}")
+        return cookie.split(";", 1)[0]
+
+    @classmethod
+    def open(
+        cls,
+        host: str,
+        port: int,
+        *,
+        code: str | None = None,
+        cookie: str | None = None,
+        timeout: float = 10.0,
+    ) -> ConsoleClient:
+        """Connect, upgrade and say ``connect``; ConsoleError if anything
+        fails. ``code`` logs in first (see :meth:`login`); ``cookie`` is a
+        login's ``Cookie`` value. Without either the gateway refuses (it
+        says how to log in)."""
+        if code is not None:
+            cookie = cls.login(host, port, code, timeout=timeout)
         try:
             sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as exc:
@@ -46,7 +86,7 @@ class ConsoleClient:
         head = (
             f"GET /ws HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
             f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-            "Sec-WebSocket-Version: 13\r\n\r\n"
+            "Sec-WebSocket-Version: 13\r\n" + (f"Cookie: {cookie}\r\n" if cookie else "") + "\r\n"
         )
         try:
             sock.sendall(head.encode("ascii"))
@@ -63,7 +103,7 @@ class ConsoleClient:
         status = answer.split(b" ", 2)[1:2]
         if status != [b"101"] or ws.accept_key(key).encode() not in answer:
             sock.close()
-            raise ConsoleError(f"the gateway refused the upgrade: {answer[:200]!r}")
+            raise ConsoleError(f"the gateway refused the connection: {_said(rest)}")
         client = cls(sock, rest)
         client.request("connect", protocol=PROTOCOL_VERSION)
         return client
@@ -152,4 +192,18 @@ class ConsoleClient:
             self._pending.extend(self._reader.feed(data))
 
 
-__all__ = ["ConsoleClient", "ConsoleError"]
+def _said(body: bytes) -> str:
+    """A refusal's sentence: the JSON ``error`` or the plain text."""
+    text = body[:1000].decode("utf-8", "replace").strip()
+    try:
+        obj: object = json.loads(text)
+    except ValueError:
+        return text or "no reason given"
+    if isinstance(obj, dict):
+        error = cast("dict[str, object]", obj).get("error")
+        if isinstance(error, str):
+            return error
+    return text
+
+
+__all__ = ["ConsoleClient"]

@@ -1,0 +1,115 @@
+"""Memory that can forget: items about a subject, each sealed under its own
+data key, wrapped by the subject's key, wrapped by the instance's master key
+(docs/design/memory.md)."""
+
+from naga_core.memory._crypto import (
+    KEY_BYTES,
+    open_item,
+    seal_item,
+    unwrap_kek,
+    wrap_kek,
+)
+from naga_core.memory._errors import (
+    Forgotten,
+    ItemNotFound,
+    MemoryKeyError,
+    MemoryStoreError,
+    RefusalReason,
+    WriteRefused,
+)
+from naga_core.memory._fold import MemoryFold
+from naga_core.memory._gate import (
+    OWNER_SUBJECT,
+    SEARCH_RISK,
+    WRITE_RISK,
+    check_subject,
+    check_write,
+    may_use,
+    subject_of,
+)
+from naga_core.memory._index import SubjectIndex, words
+from naga_core.memory._keys import (
+    KeyRing,
+    load_master,
+    master_key_path,
+    subject_key_path,
+    subject_keys_dir,
+)
+from naga_core.memory._lint import MAX_TEXT, lint
+from naga_core.memory._seal import (
+    BLOB_MAGIC,
+    FORGOTTEN,
+    FORGOTTEN_JSON,
+    UNREADABLE,
+    Sealer,
+    is_sealed_blob,
+    open_blob_with,
+    open_turn_with,
+)
+from naga_core.memory._store import (
+    FORGET,
+    ITEM,
+    KINDS,
+    LAYER_NAMES,
+    LAYERS,
+    LIVE,
+    RECALL,
+    REFUSED,
+    Item,
+    MemoryStore,
+    Recalled,
+    Source,
+    tokens_of,
+)
+
+__all__ = [
+    "BLOB_MAGIC",
+    "FORGET",
+    "FORGOTTEN",
+    "FORGOTTEN_JSON",
+    "ITEM",
+    "KEY_BYTES",
+    "KINDS",
+    "LAYERS",
+    "LAYER_NAMES",
+    "LIVE",
+    "MAX_TEXT",
+    "OWNER_SUBJECT",
+    "RECALL",
+    "REFUSED",
+    "SEARCH_RISK",
+    "UNREADABLE",
+    "WRITE_RISK",
+    "Forgotten",
+    "Item",
+    "ItemNotFound",
+    "KeyRing",
+    "MemoryFold",
+    "MemoryKeyError",
+    "MemoryStore",
+    "MemoryStoreError",
+    "Recalled",
+    "RefusalReason",
+    "Source",
+    "Sealer",
+    "SubjectIndex",
+    "WriteRefused",
+    "check_subject",
+    "check_write",
+    "is_sealed_blob",
+    "lint",
+    "load_master",
+    "master_key_path",
+    "may_use",
+    "open_blob_with",
+    "open_item",
+    "open_turn_with",
+    "seal_item",
+    "subject_key_path",
+    "subject_keys_dir",
+    "subject_of",
+    "tokens_of",
+    "unwrap_kek",
+    "words",
+    "wrap_kek",
+]

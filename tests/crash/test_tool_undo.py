@@ -1,0 +1,283 @@
+"""A core SIGKILLed during a turn's tool step finishes the turn at the next
+start when the step can be undone (docs/adr/0033-recover13-tool-undo.md).
+
+Real processes throughout: ``naga daemon start`` with its sandboxed
+executors, the shipped sandboxed ``fs`` and ``web`` tool plugins and the
+provider plugin, against the fake model over HTTP on loopback, which asks
+for the tool calls. The core is SIGKILLed at a point reached by readiness,
+never by a sleep:
+
+* ``after``: the turn's tool calls answered and their workspace effects
+  applied; the model's next request is held, and the kill comes while it
+  is;
+* ``in_tool``: the fs plugin process is stopped (SIGSTOP) before the turn,
+  so its call blocks; the kill comes once the call's ``turn.tool_call``
+  record is in the ledger.
+
+After the restart the sender resends its key, and: exactly one final
+answer, recorded once; the workspace is byte for byte what one clean run of
+the same turn leaves (a non-idempotent ``fs.edit`` among the calls: run
+twice without the undo it would differ); the start undid each applied
+effect through the kernel (a ledger entry naming the call) before the
+re-run; ``naga history`` names the interrupted turn, what was undone and
+that it was re-run; ``naga ledger verify`` passes.
+
+A tool Naga cannot undo (``web.fetch``: R1, egress) ends the turn with an
+INTERRUPTED error naming the call and why, and is not run again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from naga.sdk import Client
+from naga.v1 import agent_pb2 as apb
+from naga.v1 import turn_pb2 as tpb
+from naga_core.workspace import tree_hash
+from tests.agent.conftest import write_providers
+from tests.crash.test_turn_recovery import TURN_S, Sender, model_server
+from tests.crash.test_turn_recovery import _records as records_of  # pyright: ignore[reportPrivateUsage]
+from tests.crash.test_turn_recovery import _until as until  # pyright: ignore[reportPrivateUsage]
+from tests.daemon.conftest import REPO, CoreProcess, start_core_process
+from tests.fakes.model_server import FakeModelServer, Reply
+from tests.ledger_helpers import verify_home
+
+EDIT = ("call_e", "fs__edit", json.dumps({"path": "f.txt", "old": "x", "new": "xy"}))
+WRITE = ("call_w", "fs__write", json.dumps({"path": "made/new.txt", "content": "made"}))
+
+
+def _turn_script(held: str) -> list[Reply]:
+    """One turn's model answers: a write, a non-idempotent edit, then the
+    final answer (``hold=held`` on the one after the tools)."""
+    return [
+        Reply.answer(tool_calls=(WRITE,)),
+        Reply.answer(tool_calls=(EDIT,)),
+        Reply.answer("done", hold=held),
+    ]
+
+
+def _seed(home: str) -> str:
+    workspace = os.path.join(home, "workspace")
+    os.makedirs(workspace, mode=0o700, exist_ok=True)
+    with open(os.path.join(workspace, "f.txt"), "w") as f:
+        f.write("x")
+    return workspace
+
+
+def _warm(home: str, server: FakeModelServer, token: trio.lowlevel.TrioToken) -> None:
+    """A first turn: the shipped tools are enabled (and their plugins up)."""
+    trio.from_thread.run_sync(server.script, Reply.answer("hello"), trio_token=token)
+    warm = Sender("warm", "hi")
+    warm.send(home)
+    assert warm.kinds()[-1:] == ["final"], (warm.kinds(), warm.failure)
+
+
+def _history(home: str) -> list[str]:
+    out = subprocess.run(
+        [sys.executable, "-m", "naga_core.cli", "history", "--limit", "200", "--home", home],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=True,
+    )
+    return out.stdout.splitlines()
+
+
+def _pids(home: str, role_part: str) -> list[int]:
+    with Client.connect(home) as c:
+        return [p.pid for p in c.status().processes if role_part in p.role and p.pid]
+
+
+def _stop(home: str, core: CoreProcess) -> None:
+    with Client.connect(home) as c:
+        c.shutdown("test done")
+    core.proc.wait(30)
+
+
+def _clean_run(root: Path) -> str:
+    """The workspace's tree hash after one uninterrupted run of the turn."""
+    home = str(root / "clean")
+    os.makedirs(home, mode=0o700)
+    workspace = _seed(home)
+    with model_server() as (server, token):
+        write_providers(home, server.openai_url)
+        core = start_core_process(home, root / "clean.log")
+        try:
+            _warm(home, server, token)
+            trio.from_thread.run_sync(server.script, *_turn_script(""), trio_token=token)
+            s = Sender("s", "edit the files")
+            s.send(home)
+            assert s.kinds()[-1:] == ["final"], (s.kinds(), s.failure, s.events[-1:])
+            _stop(home, core)
+        finally:
+            if core.proc.poll() is None:
+                core.proc.kill()
+                core.proc.wait()
+    with open(os.path.join(workspace, "f.txt")) as f:
+        assert f.read() == "xy"
+    return tree_hash(workspace)
+
+
+def _ends(records: list[Any], turn_id: str) -> list[tuple[str, apb.TurnRecord]]:
+    out: list[tuple[str, apb.TurnRecord]] = []
+    for r in records:
+        if r.kind in ("turn.reply", "turn.error"):
+            body = apb.TurnRecord.FromString(r.payload)
+            if body.turn_id == turn_id:
+                out.append((str(r.kind), body))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["after", "in_tool"])
+def test_a_turn_killed_in_its_tool_step_is_undone_and_finished(
+    tmp_path_factory: pytest.TempPathFactory, point: str
+) -> None:
+    root = tmp_path_factory.mktemp("undo")
+    expected = _clean_run(root)
+    home = str(root / "home")
+    os.makedirs(home, mode=0o700)
+    workspace = _seed(home)
+    log = root / "core.log"
+    frozen: list[int] = []
+    with model_server() as (server, token):
+        write_providers(home, server.openai_url)
+        core = start_core_process(home, log)
+        try:
+            _warm(home, server, token)
+            # The re-run's answers follow those the first run used.
+            used = (
+                _turn_script("first") if point == "after" else [Reply.answer(tool_calls=(WRITE,))]
+            )
+            script = [*used, *_turn_script("")]
+            trio.from_thread.run_sync(server.script, *script, trio_token=token)
+            if point == "in_tool":
+                frozen = _pids(home, "fs")
+                assert len(frozen) == 1, frozen
+                os.kill(frozen[0], signal.SIGSTOP)
+            sender = Sender("s", "edit the files")
+            thread = threading.Thread(target=sender.send, args=(home,))
+            thread.start()
+            if point == "after":
+                trio.from_thread.run(server.held, "first", trio_token=token)
+                with open(os.path.join(workspace, "f.txt")) as f:
+                    assert f.read() == "xy"  # the first run's edit is applied
+            else:
+
+                def call_started() -> bool:
+                    return any(r.kind == "turn.tool_call" for r in records_of(home))
+
+                until("the fs call's intent record", call_started)
+            core.proc.send_signal(signal.SIGKILL)
+            core.proc.wait(10)
+            for pid in frozen:  # it dies with its core; never left stopped
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            thread.join(TURN_S)
+            first = sender.accepted
+            assert first is not None
+            core = start_core_process(home, log)
+            trio.from_thread.run_sync(server.release, "first", trio_token=token)
+            sender.send(home)  # the resend, as a client does after a reconnect
+            assert not sender.failure, sender.failure
+            last = sender.events[-1]
+            assert last.WhichOneof("kind") == "final", sender.events
+            assert last.final.text == "done"
+            acc = sender.accepted
+            assert acc is not None
+            assert acc.turn_id == first.turn_id
+            records = records_of(home)
+            ends = _ends(records, acc.turn_id)
+            assert [k for k, _ in ends] == ["turn.reply"], ends
+            resumed = [
+                r
+                for r in records
+                if r.kind == "turn.resumed"
+                and apb.TurnRecord.FromString(r.payload).turn_id == acc.turn_id
+            ]
+            assert len(resumed) == 1
+            lines = _history(home)
+            text = "\n".join(lines)
+            assert "without a clean stop" in text, text
+            assert f"turn {acc.turn_id}" in text, text
+            if point == "after":
+                # Both calls' effects undone, last first, each a ledger entry.
+                assert "undo of effect" in text, text
+                assert "tool call call_e, fs.edit" in text, text
+                assert "tool call call_w, fs.write" in text, text
+                assert "re-run after undoing effect" in text, text
+            else:
+                assert "undo of effect" not in text, text  # nothing had changed
+            assert f"recovered turn {acc.turn_id}" in text, text
+            _stop(home, core)
+        finally:
+            if core.proc.poll() is None:
+                core.proc.kill()
+                core.proc.wait()
+            trio.from_thread.run_sync(server.release, "first", trio_token=token)
+    assert tree_hash(workspace) == expected
+    verify_home(home)
+
+
+@pytest.mark.slow
+def test_a_turn_killed_after_a_tool_it_cannot_undo_ends_interrupted(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    root = tmp_path_factory.mktemp("noundo")
+    home = str(root / "home")
+    os.makedirs(home, mode=0o700)
+    log = root / "core.log"
+    fetch = ("call_f", "web__fetch", json.dumps({"url": "http://127.0.0.1:9/page"}))
+    with model_server() as (server, token):
+        write_providers(home, server.openai_url)
+        core = start_core_process(home, log)
+        try:
+            _warm(home, server, token)
+            script = [Reply.answer(tool_calls=(fetch,)), Reply.answer("fetched", hold="first")]
+            trio.from_thread.run_sync(server.script, *script, trio_token=token)
+            sender = Sender("s", "fetch it")
+            thread = threading.Thread(target=sender.send, args=(home,))
+            thread.start()
+            trio.from_thread.run(server.held, "first", trio_token=token)
+            asked = len(server.requests)
+            core.proc.send_signal(signal.SIGKILL)
+            core.proc.wait(10)
+            thread.join(TURN_S)
+            core = start_core_process(home, log)
+            trio.from_thread.run_sync(server.release, "first", trio_token=token)
+            sender.send(home)
+            last = sender.events[-1]
+            assert last.WhichOneof("kind") == "error", sender.events
+            assert last.error.kind == tpb.TURN_ERROR_KIND_INTERRUPTED
+            why = last.error.message
+            assert "tool call call_f (web.fetch)" in why, why
+            assert "R1" in why, why
+            assert "cannot undo" in why, why
+            acc = sender.accepted
+            assert acc is not None
+            ends = _ends(records_of(home), acc.turn_id)
+            assert [(k, b.error_message) for k, b in ends] == [("turn.error", why)]
+            assert len(server.requests) == asked  # not re-run: the model was not asked again
+            text = "\n".join(_history(home))
+            assert f"turn {acc.turn_id}" in text, text
+            assert "tool call call_f (web.fetch)" in text, text
+            _stop(home, core)
+        finally:
+            if core.proc.poll() is None:
+                core.proc.kill()
+                core.proc.wait()
+            trio.from_thread.run_sync(server.release, "first", trio_token=token)
+    verify_home(home)

@@ -1,0 +1,227 @@
+"""The console in real headless Chromium against a real core (``naga daemon
+start`` with its gateway; only the model is fake): the approval card (shown
+with the call's arguments; allow runs it, deny and silence do not), and
+"undo to here" (the dry run lists the reply as irreversible and the write
+as restored; the file comes back; the undone turn is shown, marked)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import socket as socketlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from naga.sdk import Client
+from tests.agent.conftest import ServerThread, model_server, write_providers
+from tests.daemon.conftest import CoreProcess, start_core_process
+from tests.fakes.model_server import Reply
+from tests.gateway._console import open_console as console_page
+from tests.gateway.test_browser import WAIT_S, browser
+from tests.tools._turns import model_name
+
+__all__ = ["browser", "model_server"]  # fixtures, used by name
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class Console:
+    home: str
+    port: int
+    core: CoreProcess
+    model: ServerThread
+
+    @property
+    def workspace(self) -> str:
+        return os.path.join(self.home, "workspace")
+
+    def client(self) -> Client:
+        return Client.connect(self.home)
+
+
+@pytest.fixture(scope="module")
+def console(
+    tmp_path_factory: pytest.TempPathFactory, model_server: ServerThread
+) -> Iterator[Console]:
+    root = tmp_path_factory.mktemp("console")
+    home = root / "home"
+    home.mkdir(mode=0o700)
+    write_providers(str(home), model_server.server.openai_url)
+    with socketlib.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    core = start_core_process(str(home), root / "core.log", gateway_port=port)
+    try:
+        with Client.connect(str(home)) as c:
+            c.set_setting_text("tools.max_risk", "R3")  # fs.delete and shell.run offered
+            for name in ("fs", "shell"):
+                c.enable_plugin(name, wait=30)
+        yield Console(str(home), port, core, model_server)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n--- core log ---\n{core.output()[-3000:]}") from None
+    finally:
+        os.kill(core.pid, signal.SIGTERM)
+        assert core.proc.wait(60) == 0, core.output()
+
+
+def _selenium(module: str) -> Any:
+    return importlib.import_module(module)  # as tests/gateway/test_browser.py does
+
+
+def _wait(d: Any, what: str, check: Callable[[Any], Any]) -> Any:
+    timeout: type[Exception] = _selenium("selenium.common.exceptions").TimeoutException
+    wait = _selenium("selenium.webdriver.support.ui").WebDriverWait
+    try:
+        return wait(d, WAIT_S, poll_frequency=0.05).until(check)
+    except timeout:
+        raise AssertionError(f"timed out waiting for {what}") from None
+
+
+def _replies(d: Any) -> list[str]:
+    return [t.strip() for t in _texts(d, "#messages li.assistant.final .bubble")]
+
+
+def _click(d: Any, selector: str) -> bool:
+    script = "const e = document.querySelector(arguments[0]); if (e) e.click(); return !!e"
+    return bool(d.execute_script(script, selector))
+
+
+def _texts(d: Any, selector: str) -> list[str]:
+    script = "return [...document.querySelectorAll(arguments[0])].map((e) => e.textContent)"
+    return list(d.execute_script(script, selector))
+
+
+def open_console(d: Any, c: Console) -> None:
+    """Every page of these tests opens here: logged in as the owner first
+    (tests.gateway._console.open_console, through the one-time link)."""
+    console_page(d, c.port, home=c.home)
+
+
+def _say(d: Any, text: str) -> None:
+    enter: str = _selenium("selenium.webdriver.common.keys").Keys.ENTER
+    d.find_element("id", "text").send_keys(text, enter)
+
+
+def _call(tool: str, args: str, reply: str) -> tuple[Reply, Reply]:
+    return (
+        Reply.answer(tool_calls=(("c1", model_name(tool), args),)),
+        Reply.answer(reply),
+    )
+
+
+def _card_state(d: Any) -> str:
+    script = (
+        "const c = [...document.querySelectorAll('#messages .approval')].pop();"
+        " return c ? (c.dataset.state || 'open') + '|' + c.textContent : ''"
+    )
+    return str(d.execute_script(script))
+
+
+def _click_card(d: Any, which: str) -> bool:
+    script = (
+        "const c = [...document.querySelectorAll('#messages .approval')].pop();"
+        " const b = c && c.querySelector('button.' + arguments[0]);"
+        " if (b && !b.disabled) b.click(); return !!b"
+    )
+    return bool(d.execute_script(script, which))
+
+
+def test_the_approval_card_allows_denies_and_times_out(console: Console, browser: Any) -> None:
+    d = browser
+    open_console(d, console)
+    target = os.path.join(console.workspace, "old.txt")
+    with open(target, "w") as f:
+        f.write("old")
+
+    console.model.script(*_call("fs.delete", '{"path": "old.txt"}', "deleted"))
+    _say(d, "delete old.txt")
+    _wait(d, "the card", lambda _: _card_state(d).startswith("open|"))
+    assert "Allow fs.delete (R3)?" in _card_state(d)
+    assert '{"path": "old.txt"}' in _card_state(d)
+    assert os.path.exists(target)
+    assert _click_card(d, "allow")
+    _wait(d, "the reply", lambda _: "deleted" in _replies(d))
+    assert _card_state(d).startswith("allowed|")
+    assert not os.path.exists(target)
+
+    console.model.script(*_call("shell.run", '{"command": "echo x > denied.txt"}', "not done"))
+    _say(d, "make denied.txt")
+    _wait(d, "the second card", lambda _: _card_state(d).startswith("open|"))
+    assert "echo x > denied.txt" in _card_state(d)
+    assert _click_card(d, "deny")
+    _wait(d, "the reply", lambda _: "not done" in _replies(d))
+    assert _card_state(d).startswith("denied|")
+    assert "the owner denied it" in _card_state(d)
+    assert not os.path.exists(os.path.join(console.workspace, "denied.txt"))
+
+    with console.client() as c:
+        c.set_setting("tools.approval_timeout_s", 1.0)
+    try:
+        console.model.script(*_call("shell.run", '{"command": "echo x > late.txt"}', "late"))
+        _say(d, "make late.txt")
+        _wait(d, "the third card", lambda _: "late.txt" in _card_state(d))
+        _wait(d, "the timeout", lambda _: "did not answer in time" in _card_state(d))
+        assert _card_state(d).startswith("settled|")
+        assert not _click_card(d, "allow") or "did not answer" in _card_state(d)
+    finally:
+        with console.client() as c:
+            c.reset_setting("tools.approval_timeout_s")
+    assert not os.path.exists(os.path.join(console.workspace, "late.txt"))
+
+
+def test_undo_restores_the_file_and_marks_the_turn_undone(console: Console, browser: Any) -> None:
+    d = browser
+    path = Path(console.workspace) / "notes.txt"
+    path.write_text("the owner's notes")
+    open_console(d, console)
+    console.model.script(Reply.answer("hello"))
+    _say(d, "hi there")
+    _wait(d, "the first reply", lambda _: "hello" in _replies(d))
+    console.model.script(
+        *_call("fs.write", '{"path": "notes.txt", "content": "overwritten"}', "saved")
+    )
+    _say(d, "overwrite my notes")
+    _wait(
+        d,
+        "the second reply",
+        lambda _: "saved" in _replies(d),
+    )
+    assert path.read_text() == "overwritten"
+
+    keep = int(
+        d.execute_script(
+            "return [...document.querySelectorAll('#messages li.assistant.final')]"
+            ".find((e) => e.querySelector('.bubble').textContent.trim() === 'hello').dataset.seq"
+        )
+    )
+    _click(d, '#pages button[data-page="rollback"]')
+    _wait(
+        d,
+        "the entry to undo to",
+        lambda _: _click(d, f'#page-rollback button.undo[data-seq="{keep}"]'),
+    )
+    _wait(d, "the dry run", lambda _: d.find_element("id", "preview").is_displayed())
+    restored = _texts(d, "#preview-words li.restored")
+    cannot = _texts(d, "#preview-words li.irreversible")
+    assert any("tool fs.write" in t and "notes.txt" in t for t in restored), restored
+    assert any("reply of turn" in t and "cannot be unsent" in t for t in cannot), cannot
+    assert path.read_text() == "overwritten", "the dry run changed nothing"
+
+    d.find_element("id", "confirm-undo").click()
+    _wait(d, "the file restored", lambda _: path.read_text() == "the owner's notes")
+    open_console(d, console)  # a reload: the marks come from the core's history
+    _wait(
+        d,
+        "the undone turn, marked",
+        lambda _: (
+            [t.strip() for t in _texts(d, "#messages li.undone .bubble")]
+            == ["overwrite my notes", "saved"]
+        ),
+    )
+    assert "hello" in [t.strip() for t in _texts(d, "#messages li.assistant:not(.undone) .bubble")]

@@ -1,0 +1,60 @@
+"""A fresh install's first turn enables the shipped tools and offers them
+up to tools.max_risk (R2): reads, write and edit; not delete, not the shell."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+
+from naga_core.plugins import PluginsConfig
+from tests.agent.conftest import ServerThread, write_providers
+from tests.daemon.conftest import core_in_thread
+from tests.fakes.model_server import Reply
+from tests.plugin_host.conftest import FAST
+from tests.tools.conftest import AGENT
+
+
+def test_the_first_turn_of_a_fresh_home_has_the_shipped_tools(
+    model_server: ServerThread,
+) -> None:
+    root = tempfile.mkdtemp(prefix="naga-d-")
+    home = root + "/home"
+    os.makedirs(home, mode=0o700)
+    write_providers(home, model_server.server.openai_url)
+    try:
+        config = PluginsConfig(tuning=FAST)
+        with core_in_thread(home, plugins=config, agent=AGENT, default_tools=True) as core:
+            with core.client() as c:
+                assert not any(p.enabled for p in c.plugins() if p.name in ("fs", "shell", "web"))
+                model_server.script(Reply.answer("hello"))
+                events = list(c.run_turn("fresh", "hi", uuid.uuid4().hex, timeout=60))
+                assert events[-1].WhichOneof("kind") == "final", events[-1]
+                enabled = {p.name for p in c.plugins() if p.enabled}
+                assert {"fs", "shell", "web"} <= enabled
+                request = model_server.run(
+                    lambda: [r.json() for r in model_server.server.requests][-1]
+                )
+                names = sorted(t["function"]["name"] for t in request.get("tools", []))
+                assert names == [
+                    "fs__edit",
+                    "fs__list",
+                    "fs__read",
+                    "fs__search",
+                    "fs__write",
+                    "job__create",  # the core's own (naga_core.scheduler)
+                    # the core's own memory tools (naga_core.agent._memory_tools)
+                    "memory__search",
+                    "memory__write",
+                    "web__fetch",
+                ]
+                # Once: the owner's disable stands at the next turn.
+                c.disable_plugin("shell")
+                model_server.script(Reply.answer("again"))
+                list(c.run_turn("fresh", "hi again", uuid.uuid4().hex, timeout=60))
+                assert "shell" not in {p.name for p in c.plugins() if p.enabled}
+                c.shutdown("test done")
+            assert not core.join().failed
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,66 @@
+"""fs tools through the real core: paths that leave the workspace (.., an
+absolute path, a symlink out or in) are refused with the reason and change
+nothing; reads, lists and searches answer from the workspace; a write makes
+one effect that a rollback takes back."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from naga.sdk import Client
+from naga_core.workspace import tree_hash
+from tests.tools._turns import Call, last_seq, results, tool_turn
+from tests.tools.conftest import ToolsCore
+
+
+def test_paths_outside_the_workspace_are_refused(tools_core: ToolsCore, owner: Client) -> None:
+    root = tools_core.workspace
+    os.makedirs(os.path.join(root, "sub"), exist_ok=True)
+    os.symlink("/tmp", os.path.join(root, "out"))
+    os.symlink("sub", os.path.join(root, "in"))
+    before = tree_hash(root)
+    calls: list[Call] = [
+        ("fs.write", {"path": "../escape.txt", "content": "x"}),
+        ("fs.write", {"path": "/etc/naga-escape", "content": "x"}),
+        ("fs.write", {"path": "out/escape.txt", "content": "x"}),
+        ("fs.write", {"path": "in/through.txt", "content": "x"}),
+        ("fs.read", {"path": "out/../../etc/passwd"}),
+        ("fs.delete", {"path": "sub/../.."}),
+    ]
+    answers = results(tool_turn(tools_core, owner, "paths", calls))
+    assert [a.ok for a in answers] == [False] * len(calls), answers
+    assert "leaves the workspace" in answers[0].error
+    assert "relative to the workspace" in answers[1].error
+    assert "outside the workspace" in answers[2].error
+    assert "is a symlink" in answers[3].error
+    assert tree_hash(root) == before
+    assert not os.path.exists("/tmp/escape.txt")
+    assert not os.path.exists(os.path.join(root, "sub", "through.txt"))
+
+
+def test_reads_answer_from_the_workspace_and_a_write_rolls_back(
+    tools_core: ToolsCore, owner: Client
+) -> None:
+    root = tools_core.workspace
+    with open(os.path.join(root, "readme.md"), "w") as f:
+        f.write("first line\nthe needle is here\n")
+    mark, before = last_seq(owner), tree_hash(root)
+    calls: list[Call] = [
+        ("fs.read", {"path": "readme.md"}),
+        ("fs.list", {}),
+        ("fs.search", {"text": "needle"}),
+        ("fs.write", {"path": "new/deep/file.txt", "content": "made"}),
+        ("fs.edit", {"path": "readme.md", "old": "needle", "new": "pin"}),
+    ]
+    read, listed, found, wrote, edited = results(tool_turn(tools_core, owner, "reads", calls))
+    assert json.loads(read.result_json)["content"] == "first line\nthe needle is here\n"
+    assert "readme.md" in {e["name"] for e in json.loads(listed.result_json)["entries"]}
+    assert json.loads(found.result_json)["matches"][0]["line"] == 2
+    assert json.loads(wrote.result_json)["changed"] == ["new", "new/deep", "new/deep/file.txt"]
+    assert edited.ok, edited.error
+    with open(os.path.join(root, "readme.md")) as f:
+        assert "pin" in f.read()
+    owner.rollback(mark, by_owner=True)
+    assert tree_hash(root) == before
+    assert not os.path.exists(os.path.join(root, "new"))

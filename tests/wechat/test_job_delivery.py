@@ -1,0 +1,117 @@
+"""Proactive delivery of scheduled jobs (issue 16): a job the agent makes
+in a WeChat conversation delivers each run's reply to that user, through
+the real core (``naga job run ID``), the sandboxed plugin and the fake
+iLink server over HTTP, which records the send. When WeChat would refuse
+it (the user's context token is past the reply window: -2), the ledger has
+a note naming the job and its session, and the reply stays in the job's
+session: never a silent loss."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from naga_core.cli import main as cli_main
+from tests.fakes.model_server import Reply
+from tests.wechat.conftest import World, say
+
+USER = "job-user@im.wechat"
+
+
+def _naga_json(world: World, capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    capsys.readouterr()
+    assert cli_main([*args, "--home", world.home, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _make_job(world: World, capsys: pytest.CaptureFixture[str], bot_id: str) -> tuple[str, str]:
+    create = json.dumps({"cron": "0 7 * * *", "prompt": "the morning digest"})
+    world.model.script(
+        Reply.answer(tool_calls=(("j1", "job__create", create),)), Reply.answer("every 7 am")
+    )
+    before = len(world.ilink.server.texts_to(USER))
+    message = say(world, bot_id, USER, "send me a digest every morning at 7")
+    world.ilink.until(lambda s: len(s.texts_to(USER)) > before)
+    jobs: list[dict[str, Any]] = _naga_json(world, capsys, "job", "list")["jobs"]
+    (job,) = [j for j in jobs if j["prompt"] == "the morning digest"]
+    assert job["channel"] == "wechat"
+    assert job["deliver_to"] == f"wechat:{bot_id}/{USER}"
+    return str(job["id"]), str(message["context_token"])
+
+
+def test_a_wechat_job_delivers_its_reply_then_notes_what_the_window_refuses(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    binding = world.active(USER)
+    job_id, token = _make_job(world, capsys, binding.bot_id)
+
+    world.model.script(Reply.answer("Good morning: three meetings today."))
+    before = len(world.ilink.server.texts_to(USER))
+    fired = _naga_json(world, capsys, "job", "run", job_id)
+    got = world.ilink.until(lambda s: s.texts_to(USER)[before:])
+    assert got == ["Good morning: three meetings today."]
+    head = f"wechat: sent part 1/1 of the reply of job {job_id}"
+    # The effect is journaled just after the server took the part.
+    sent = world.until(lambda: [h for h in world.history() if h.startswith(head)])
+    assert len(sent) == 1, sent
+    entries = world.client.history(limit=200).entries
+    assert any(e.irreversible and e.description == sent[0] for e in entries)
+    # The run's reply is in the job's own session too.
+    session = str(fired["session"])
+    assert "Good morning: three meetings today." in [
+        e.text for e in world.client.session_history(session)
+    ]
+
+    # A day later the token is past the reply window: WeChat says -2.
+    world.ilink.run(world.ilink.server.expire_context, token)
+    world.model.script(Reply.answer("Good morning again."))
+    refused = len(world.ilink.server.refused_sends)
+    _naga_json(world, capsys, "job", "run", job_id)
+    note = f"wechat: the reply of job {job_id} (session {session}) to wechat:"
+    found = world.until(
+        lambda: [h for h in world.history() if h.startswith(note) and "not delivered" in h]
+    )
+    assert "outside the reply window" in found[0], found
+    assert "it stays in the session" in found[0]
+    assert world.ilink.server.texts_to(USER)[before + 1 :] == []
+    assert len(world.ilink.server.refused_sends) > refused
+    assert "Good morning again." in [e.text for e in world.client.session_history(session)]
+    _naga_json(world, capsys, "job", "remove", job_id)
+
+
+def test_a_webchat_job_is_not_sent_anywhere(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = ["job", "add", "--cron", "0 9 * * *", "--prompt", "console only"]
+    capsys.readouterr()
+    assert cli_main([*spec, "--home", world.home, "--json"]) == 0
+    made = json.loads(capsys.readouterr().out)
+    job = made.get("job", made)
+    assert job["channel"] == "webchat"
+    assert job["deliver_to"] == ""
+    sends = len(world.ilink.server.sent)
+    world.model.script(Reply.answer("console reply"))
+    fired = _naga_json(world, capsys, "job", "run", job["id"])
+    world.until(
+        lambda: (
+            "console reply" in [e.text for e in world.client.session_history(str(fired["session"]))]
+        )
+    )
+    assert len(world.ilink.server.sent) == sends
+    _naga_json(world, capsys, "job", "remove", job["id"])
+
+
+def test_a_wechat_job_whose_run_fails_tells_its_user(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    binding = world.active(USER)
+    # A fresh message from the user: a fresh context token for the send.
+    job_id, _ = _make_job(world, capsys, binding.bot_id)
+    world.model.script(Reply.error(400, "the model refused the request"))
+    before = len(world.ilink.server.texts_to(USER))
+    _naga_json(world, capsys, "job", "run", job_id)
+    (got,) = world.ilink.until(lambda s: s.texts_to(USER)[before:])
+    assert got.startswith(f"(scheduled job {job_id} could not run: ")
+    _naga_json(world, capsys, "job", "remove", job_id)
