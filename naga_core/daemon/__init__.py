@@ -21,7 +21,7 @@ from naga_core.daemon._auth import (
     Standing,
     Unconditional,
 )
-from naga_core.daemon._bridge import Bridge, Cursor, Method, Stream, Unary
+from naga_core.daemon._bridge import AsyncUnary, Bridge, Cursor, Method, Stream, Unary
 from naga_core.daemon._console_login import (
     LOGIN_COMMAND,
     ConsoleKeyError,
@@ -64,6 +64,7 @@ __all__ = [
     "WEBCHAT_PORT",
     "Admission",
     "Authorizer",
+    "AsyncUnary",
     "Bridge",
     "Caller",
     "CoreAlreadyRunning",

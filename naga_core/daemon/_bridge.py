@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Sequence
 from concurrent import futures
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ import trio
 from google.protobuf.message import DecodeError, Message
 
 from naga_core.daemon._auth import Admission, Authorizer, Principal, Standing
+from naga_core.daemon._drain import Drain
 from naga_core.daemon._errors import CoreStopping, RequestRefused, RunDirError
 from naga_core.daemon._rundir import binding_path
 from naga_core.daemon._slots import StreamSlots
@@ -189,6 +191,7 @@ class Bridge:
         self._handlers: list[grpc.GenericRpcHandler] = []
         self._served: list[str] = []
         self._slots = StreamSlots()
+        self._drain = Drain()
 
     def add(self, service: str, methods: Sequence[Method]) -> None:
         """Serve ``methods`` under the full service name (``naga.v1.X``)."""
@@ -233,11 +236,25 @@ class Bridge:
             # Shielded: in-flight calls still need this loop to finish, and
             # the server threads must be joined whatever cancelled us.
             with trio.CancelScope(shield=True):
-                stopped = server.stop(grace)
+                # First every applied call's answer, then grpcio's GOAWAY
+                # (naga_core.daemon._drain says why the order matters).
+                begun = time.monotonic()
+                self._drain.close()
+                if not await trio.to_thread.run_sync(self._drain.wait, grace):
+                    log.warning("naga-core: calls still running after %.1f s of grace", grace)
+                stopped = server.stop(max(0.0, grace - (time.monotonic() - begun)))
                 await trio.to_thread.run_sync(stopped.wait)
                 await trio.to_thread.run_sync(executor.shutdown)
 
     # --- one call ------------------------------------------------------------------
+
+    def _enter(self, context: grpc.ServicerContext) -> None:
+        """Count a unary call until it terminates, or refuse it: the core is
+        stopping (refused before admission, so certainly not applied)."""
+        if not self._drain.enter():
+            raise CoreStopping("naga-core is shutting down")
+        if not context.add_callback(self._drain.leave):
+            self._drain.leave()  # it terminated already
 
     def _on_loop(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -312,6 +329,7 @@ class Bridge:
     def _unary(self, m: Unary[Any], full: str) -> Callable[[bytes, grpc.ServicerContext], bytes]:
         def behave(raw: bytes, context: grpc.ServicerContext) -> bytes:
             try:
+                self._enter(context)
                 admission, request = self._admit(context, full, m, raw)
                 response: Message = self._hop(self._admitted, admission, m.handle, request)
                 self._settle_ledger()
@@ -327,6 +345,7 @@ class Bridge:
     ) -> Callable[[bytes, grpc.ServicerContext], bytes]:
         def behave(raw: bytes, context: grpc.ServicerContext) -> bytes:
             try:
+                self._enter(context)
                 admission, request = self._admit(context, full, m, raw)
                 awaited = _Awaited()
                 context.add_callback(lambda: self._cancel_on_loop(awaited.cancel))

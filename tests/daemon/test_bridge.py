@@ -16,10 +16,19 @@ import trio
 import trio.testing
 from google.protobuf.message import Message
 
+from naga.constants import REFUSAL_KEY
 from naga.trust import TrustLevel
 from naga.v1 import ledger_pb2 as lpb
 from naga_core.authz import TrustLowered
-from naga_core.daemon import Bridge, OwnerCredential, Principal, Stream, Unary, status_of
+from naga_core.daemon import (
+    AsyncUnary,
+    Bridge,
+    OwnerCredential,
+    Principal,
+    Stream,
+    Unary,
+    status_of,
+)
 from naga_core.daemon._errors import CoreStopping, CredentialMissing, RequestRefused
 from naga_core.errors import LedgerCorrupt, LedgerFailed, NagaError, NotFound
 from naga_core.kernel import KernelError, OwnerRequired
@@ -132,6 +141,67 @@ def _serve_unary(
         return code, detail, fatal, after
 
     return trio.run(main)
+
+
+def _unary_refusal(address: str, method: str) -> tuple[Code, str]:
+    """The status code and the refusal trailer of a unary call."""
+    with grpc.insecure_channel(address) as ch:
+        fn: grpc.UnaryUnaryMultiCallable[bytes, bytes] = ch.unary_unary(method)
+        try:
+            fn(b"", timeout=30, metadata=METADATA)
+        except grpc.RpcError as exc:
+            trailers = dict(exc.trailing_metadata() or ())  # type: ignore[attr-defined]
+            return exc.code(), str(trailers.get(REFUSAL_KEY, ""))  # type: ignore[attr-defined]
+    return Code.OK, ""
+
+
+def test_a_stopping_server_answers_its_unary_calls_before_it_stops_accepting(
+    address: str,
+) -> None:
+    """While a unary call is still running, a stop first refuses new calls
+    itself, before admitting them (so certainly unapplied), and only once the
+    running call has answered does grpcio's stop begin: its GOAWAY must not
+    overtake an applied call's answer (naga_core.daemon._drain)."""
+
+    async def main() -> tuple[Code, tuple[Code, str], int]:
+        entered, release = trio.Event(), trio.Event()
+        handled: list[int] = []
+
+        async def wait(_p: Principal, _r: lpb.GetHeadRequest) -> Message:
+            handled.append(1)
+            entered.set()
+            await release.wait()
+            return lpb.Head(size=7)
+
+        bridge = _bridge([])
+        bridge.add("test.Slow", [AsyncUnary("Wait", lpb.GetHeadRequest, wait)])
+        stop = trio.Event()
+        in_flight: list[tuple[Code, str]] = []
+
+        async def serve(*, task_status: trio.TaskStatus[None]) -> None:
+            async with bridge.serving(address, grace=30):
+                task_status.started()
+                await stop.wait()
+
+        async def call() -> None:
+            in_flight.append(await trio.to_thread.run_sync(_unary, address, "/test.Slow/Wait"))
+
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve)
+            nursery.start_soon(call)
+            await entered.wait()
+            stop.set()
+            # The serving block has closed the drain and waits for the call.
+            await trio.testing.wait_all_tasks_blocked()
+            refused = await trio.to_thread.run_sync(_unary_refusal, address, "/test.Slow/Wait")
+            release.set()
+        ((code, _),) = in_flight
+        return code, refused, len(handled)
+
+    code, refused, handled = trio.run(main)
+    assert code is Code.OK
+    assert refused == (Code.UNAVAILABLE, "REFUSAL_CORE_STOPPING")
+    assert handled == 1  # the refused call never reached its handler
 
 
 def test_a_bug_in_a_handler_costs_one_call(address: str) -> None:
