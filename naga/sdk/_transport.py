@@ -23,8 +23,15 @@ OPTIONS: list[tuple[str, Any]] = [
     # subchannel of the global pool that is still backing off.
     ("grpc.use_local_subchannel_pool", 1),
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
+    # Despite its name, grpc core reads this as the minimum *connect
+    # timeout*: the time a new connection gets to finish its HTTP/2
+    # handshake. At 100 ms, a core busy on a loaded box (or starting its
+    # children) that sent its SETTINGS frame later than that was reported
+    # as not running ("connection attempt timed out before receiving SETTINGS
+    # frame"), 10 tests at once in one loaded run. A dead core still fails at
+    # once (the connect is refused); a call's own deadline bounds the wait.
+    ("grpc.min_reconnect_backoff_ms", 20_000),
 ]
 
 _BY_CODE: dict[grpc.StatusCode, type[errors.SdkError]] = {

@@ -23,7 +23,11 @@ PLUGINS = Path(__file__).resolve().parent / "plugins"
 
 FAST = WorkerTuning(
     heartbeat_s=0.2,
-    heartbeat_timeout_s=1.0,
+    # Not 1 s: on a loaded two-core box (load 15, a fork bomb in a shell
+    # test beside it) a healthy executor missed a 1 s Pong and was rebuilt
+    # mid-turn. Hang tests wait for the supervisor, so this only costs them
+    # a few seconds.
+    heartbeat_timeout_s=4.0,
     health_s=0.05,
     shutdown_grace_s=1.0,
     eof_grace_s=0.5,
