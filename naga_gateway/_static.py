@@ -24,6 +24,8 @@ FILES = {
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/admin.js": ("admin.js", "text/javascript; charset=utf-8"),
     "/app.css": ("app.css", "text/css; charset=utf-8"),
+    # Named by the page, so the browser asks for no /favicon.ico (a 404).
+    "/favicon.svg": ("favicon.svg", "image/svg+xml"),
     # The console's vendored Markdown renderer and sanitizer (docs/console.md).
     "/vendor/marked.js": ("vendor/marked.js", "text/javascript; charset=utf-8"),
     "/vendor/purify.js": ("vendor/purify.js", "text/javascript; charset=utf-8"),

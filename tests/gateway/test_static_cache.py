@@ -29,6 +29,8 @@ def test_the_page_names_versions_the_files_are_kept_by(fake_core: tuple[FakeCore
         assert status == 200
         assert head["cache-control"] == "no-store"
         named = dict(_NAMED.findall(page.decode()))
+        # The page names its icon: the browser asks for no /favicon.ico.
+        assert '<link rel="icon" type="image/svg+xml" href="/favicon.svg?v=' in page.decode()
         scripts = {p for p, (_, ctype) in static.FILES.items() if ctype != static.FILES["/"][1]}
         assert set(named) == scripts, named
         for path, version in named.items():
