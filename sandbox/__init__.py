@@ -16,6 +16,7 @@ from sandbox._cgroup import (
     CgroupSupport,
     CgroupVersion,
     detect_cgroups,
+    sweep_stale_cgroups,
 )
 from sandbox._detect import KernelReport, detect
 from sandbox._exit import Exit, ExitKind
@@ -83,6 +84,7 @@ __all__ = [
     "TOKEN_ENV",
     "detect",
     "detect_cgroups",
+    "sweep_stale_cgroups",
     "launch",
     "probe_overlay",
 ]

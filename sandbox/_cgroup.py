@@ -9,7 +9,9 @@ every core until the supervisor's windowed check (``cpu_share`` over
 
 Where: under this process's own cgroup (v2: in a ``naga`` directory; v1:
 directly, since v1 weighs a group as one task against the tasks beside it),
-one ``naga-<label>-<random>`` cgroup per child, weighted as the child's
+one ``naga-<label>-p<pid>-<random>`` cgroup per child (``pid``: the
+process that made it, so a later start can sweep what a killed core left
+behind: :func:`sweep_stale_cgroups`), weighted as the child's
 nice level, so a core in a container or a
 systemd unit nests inside the limits it was given. Which: cgroup v2 when
 its ``cpu`` and ``memory`` controllers can be enabled below us (a delegated
@@ -299,7 +301,7 @@ class Cgroup:
         and :attr:`pids_dir` is None for the caller to see."""
         if not support.usable or support.cpu_parent is None or support.memory_parent is None:
             raise ValueError(f"no cgroups here: {support.reason}")
-        name = f"naga-{label}-{secrets.token_hex(4)}"
+        name = f"naga-{label}-p{os.getpid()}-{secrets.token_hex(4)}"
         pids_dir: str | None = None
         if support.version is CgroupVersion.V2:
             dirs = (os.path.join(support.cpu_parent, name),)
@@ -485,6 +487,54 @@ class Cgroup:
             time.sleep(0.01)
 
 
+def _maker(name: str) -> int | None:
+    """The pid in a ``naga-<label>-p<pid>-<hex>`` name; None for a name of
+    an earlier release, which carried none."""
+    parts = name.rsplit("-", 2)
+    if len(parts) == 3 and parts[1].startswith("p") and parts[1][1:].isdigit():
+        return int(parts[1][1:])
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's: alive
+    return True
+
+
+def sweep_stale_cgroups(support: CgroupSupport) -> int:
+    """Remove the empty ``naga-*`` cgroups whose maker is gone (a core
+    killed before it could remove its children's groups: 1,370 were seen
+    left on one machine); those of a live process, another core's
+    included, are left alone. Returns how many were removed. A group that
+    still holds a task stays (rmdir refuses it)."""
+    if not support.usable:
+        return 0
+    parents = {p for p in (support.cpu_parent, support.memory_parent, support.pids_parent) if p}
+    removed = 0
+    for parent in sorted(parents):
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            continue
+        for name in names:
+            if not name.startswith("naga-"):
+                continue
+            maker = _maker(name)
+            if maker is not None and _alive(maker):
+                continue
+            try:
+                os.rmdir(os.path.join(parent, name))
+            except OSError:
+                continue  # busy, gone, or not a directory
+            removed += 1
+    return removed
+
+
 __all__ = [
     "Cgroup",
     "CgroupHost",
@@ -492,4 +542,5 @@ __all__ = [
     "CgroupSupport",
     "CgroupVersion",
     "detect_cgroups",
+    "sweep_stale_cgroups",
 ]

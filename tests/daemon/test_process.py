@@ -3,14 +3,19 @@ under load loses no acknowledged change, a second core is refused."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
+import sandbox
 from naga.sdk import Client, errors
 from naga.v1 import kernel_pb2 as kpb
 from naga_core._home import Home
@@ -27,6 +32,7 @@ WRITERS: dict[str, tuple[int, int]] = {  # setting: (lowest value, how many valu
     "gateway.port": (1024, 60000),
 }
 ACKS_BEFORE_SIGNAL = 60
+CGROUPS = sandbox.detect_cgroups()
 
 
 @dataclass
@@ -199,3 +205,38 @@ def test_a_second_core_process_is_refused_naming_the_first(
     assert f"another naga-core (pid {core_process.pid}) is already serving" in second.stderr
     with Client.connect(home) as c:
         assert c.status().processes[0].pid == core_process.pid
+
+
+@pytest.mark.skipif(not CGROUPS.usable, reason=CGROUPS.line())
+def test_a_start_sweeps_the_empty_cgroups_a_killed_core_left(tmp_path: Path) -> None:
+    """A core killed before it removed its children's cgroups leaves them
+    (seen: 1,370 on one machine); the next start removes the empty ones whose
+    maker is gone, and leaves a live process's groups alone."""
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    tag = uuid.uuid4().hex[:8]
+    parents = {p for p in (CGROUPS.cpu_parent, CGROUPS.memory_parent) if p}
+    left = [os.path.join(p, f"naga-sweep{tag}-p{int(dead.stdout)}-0000") for p in parents]
+    live = [os.path.join(p, f"naga-sweep{tag}-p{os.getpid()}-0000") for p in parents]
+    for d in left + live:
+        os.mkdir(d)
+    home = str(tmp_path / "home")
+    try:
+        core = start_core_process(home, tmp_path / "core.log")
+        try:
+            assert not any(os.path.exists(d) for d in left)
+            assert all(os.path.isdir(d) for d in live)
+        finally:
+            with Client.connect(home) as c:
+                c.shutdown("test")
+            assert core.proc.wait(30) == 0
+        with open(os.path.join(home, "run", "core.log"), encoding="utf-8") as f:
+            assert "empty cgroups left by killed processes" in f.read()
+    finally:
+        for d in left + live:
+            with contextlib.suppress(FileNotFoundError):
+                os.rmdir(d)

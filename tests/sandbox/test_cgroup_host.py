@@ -9,6 +9,8 @@ tests/plugin_host/test_cgroups.py); here, which files get which values."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -136,3 +138,49 @@ def test_v1_hierarchies_with_and_without_pids(tmp_path: Path, with_pids: bool) -
 def test_a_task_limit_must_be_positive() -> None:
     with pytest.raises(ValueError, match="pids"):
         sandbox.CgroupLimits(pids=0)
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has ended (and been reaped)."""
+    child = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return int(child.stdout)
+
+
+def test_a_sweep_removes_only_the_empty_groups_of_gone_makers(tmp_path: Path) -> None:
+    cpu, memory = tmp_path / "cpu", tmp_path / "memory"
+    dead, alive = _dead_pid(), os.getpid()
+    stale = [f"naga-shell-p{dead}-aaaa", f"naga-local-model-p{dead}-bbbb", "naga-gateway-cccc"]
+    kept = [f"naga-shell-p{alive}-dddd", "unrelated"]
+    for parent in (cpu, memory):
+        for name in stale + kept:
+            (parent / name).mkdir(parents=True)
+    # A group still holding a task refuses rmdir; a non-empty directory
+    # stands in for it here (the real refusal is tests/plugin_host's).
+    (cpu / f"naga-shell-p{dead}-eeee").mkdir()
+    _file(cpu / f"naga-shell-p{dead}-eeee" / "task")
+    support = sandbox.CgroupSupport(
+        sandbox.CgroupVersion.V1, cpu_parent=str(cpu), memory_parent=str(memory)
+    )
+    assert sandbox.sweep_stale_cgroups(support) == 2 * len(stale)
+    assert sorted(os.listdir(cpu)) == sorted([*kept, f"naga-shell-p{dead}-eeee"])
+    assert sorted(os.listdir(memory)) == sorted(kept)
+    assert sandbox.sweep_stale_cgroups(sandbox.CgroupSupport(sandbox.CgroupVersion.NONE)) == 0
+
+
+def test_a_new_group_is_named_with_its_maker(tmp_path: Path) -> None:
+    cpu, memory = tmp_path / "cpu", tmp_path / "memory"
+    cpu.mkdir()
+    memory.mkdir()
+    support = sandbox.CgroupSupport(
+        sandbox.CgroupVersion.V1, cpu_parent=str(cpu), memory_parent=str(memory)
+    )
+    group = sandbox.Cgroup.create(support, "local-model", sandbox.CgroupLimits())
+    name = os.path.basename(group.dirs[0])
+    assert name.startswith(f"naga-local-model-p{os.getpid()}-"), name
+    assert sandbox.sweep_stale_cgroups(support) == 0  # its maker lives
+    assert os.listdir(cpu) == [name]
