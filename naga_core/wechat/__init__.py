@@ -2,15 +2,8 @@
 long polls, inbound messages into turns, replies out, through the
 sandboxed WeChat plugin (naga_plugins.wechat)."""
 
-from naga_core.wechat._channel import (
-    BINDING,
-    CURSOR,
-    PENDING,
-    ChannelConfig,
-    WechatChannel,
-    WechatNotBound,
-    WechatSendRefused,
-)
+from naga_core.wechat._base import BINDING, CURSOR, PENDING, ChannelConfig
+from naga_core.wechat._channel import WechatChannel, WechatNotBound, WechatSendRefused
 from naga_core.wechat._chunks import LIMIT, can_break, chunks
 from naga_core.wechat._keys import client_id, dedupe_key, describe, peer_of, session_of
 from naga_core.wechat._media import (
