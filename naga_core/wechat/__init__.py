@@ -3,7 +3,12 @@ long polls, inbound messages into turns, replies out, through the
 sandboxed WeChat plugin (naga_plugins.wechat)."""
 
 from naga_core.wechat._base import BINDING, CURSOR, PENDING, ChannelConfig
-from naga_core.wechat._channel import WechatChannel, WechatNotBound, WechatSendRefused
+from naga_core.wechat._channel import (
+    WechatChannel,
+    WechatNotBound,
+    WechatPeerUnknown,
+    WechatSendRefused,
+)
 from naga_core.wechat._chunks import LIMIT, can_break, chunks
 from naga_core.wechat._keys import client_id, dedupe_key, describe, peer_of, session_of
 from naga_core.wechat._media import (
@@ -34,6 +39,7 @@ __all__ = [
     "WechatChannel",
     "WechatError",
     "WechatNotBound",
+    "WechatPeerUnknown",
     "WechatSendFileTool",
     "WechatSendRefused",
     "can_break",

@@ -251,6 +251,42 @@ class WechatChannel(Receiving):
     def bindings(self) -> list[wpb.WechatBinding]:
         return [self.view(live) for _, live in sorted(self.live.items())]
 
+    def peers(self) -> list[str]:
+        """Whom a job can deliver to: each binding's owner and every user who
+        wrote to it, as WeChat peers (``wechat:<bot id>/<user id>``)."""
+        found: list[str] = []
+        for bot_id, live in sorted(self.live.items()):
+            users = {live.cred.owner_user_id, *live.cred.context_tokens}
+            found += [_keys.peer_of(bot_id, user) for user in sorted(users) if user]
+        return found
+
+    def delivery_peer(self, target: str) -> str:
+        """The WeChat peer ``target`` names: ``wechat:<bot>/<user>`` (one of
+        :meth:`peers`), ``wechat:<bot>`` (that binding's owner) or ``wechat``
+        (the owner of the only binding); WechatPeerUnknown naming the peers
+        there are otherwise."""
+        bot, _, user = target.removeprefix("wechat:").partition("/")
+        if target == "wechat":
+            bots = sorted(self.live)
+            bot = bots[0] if len(bots) == 1 else ""
+        elif not target.startswith("wechat:"):
+            bot = ""
+        live = self.live.get(bot)
+        if live is not None and not user:
+            user = live.cred.owner_user_id
+        peer = _keys.peer_of(bot, user)
+        peers = self.peers()
+        if live is not None and peer in peers:
+            return peer
+        if not peers:
+            raise WechatPeerUnknown(
+                f"no WeChat peer {target!r}: nothing is bound to WeChat (naga wechat bind)"
+            )
+        raise WechatPeerUnknown(
+            f"no WeChat peer {target!r}; the bound peers (each binding's owner and the users "
+            f"who wrote to it) are: {', '.join(peers)}"
+        )
+
     async def send_file(self, req: wmpb.WechatSendFileRequest) -> wmpb.WechatSendFileResponse:
         """Send one image or file to a user of a binding (an irreversible
         effect once WeChat took it); the upload is the plugin's."""
@@ -310,6 +346,11 @@ class WechatNotBound(NotFound):
     """No binding by that bot id (NOT_FOUND)."""
 
 
+class WechatPeerUnknown(WechatError):
+    """A job's WeChat target is not a bound peer (the detail names those
+    there are)."""
+
+
 class WechatSendRefused(WechatError):
     """A file could not be sent: no context token for the user, or WeChat
     or its CDN refused it (the detail says which)."""
@@ -318,5 +359,6 @@ class WechatSendRefused(WechatError):
 __all__ = [
     "WechatChannel",
     "WechatNotBound",
+    "WechatPeerUnknown",
     "WechatSendRefused",
 ]

@@ -115,3 +115,51 @@ def test_a_wechat_job_whose_run_fails_tells_its_user(
     (got,) = world.ilink.until(lambda s: s.texts_to(USER)[before:])
     assert got.startswith(f"(scheduled job {job_id} could not run: ")
     _naga_json(world, capsys, "job", "remove", job_id)
+
+
+FRIEND = "job-friend@im.wechat"
+
+
+def test_the_owner_makes_a_wechat_job_from_the_cli_to_a_bound_peer_only(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bot = world.active(USER).bot_id
+    # The friend writes once: WeChat carries a message only in reply to one.
+    world.model.script(Reply.answer("hello friend"))
+    before = len(world.ilink.server.texts_to(FRIEND))
+    say(world, bot, FRIEND, "hi")
+    world.ilink.until(lambda s: len(s.texts_to(FRIEND)) > before)
+    owner, friend = f"wechat:{bot}/{USER}", f"wechat:{bot}/{FRIEND}"
+    add = ["job", "add", "--cron", "0 8 * * *", "--prompt", "the friend's reminder"]
+
+    # A peer WeChat cannot reach is refused, and the error names those it can.
+    for target in (f"wechat:{bot}/nobody@im.wechat", "wechat:nosuch@im.bot", "someone"):
+        capsys.readouterr()
+        assert cli_main([*add, "--deliver-to", target, "--home", world.home]) != 0
+        err = capsys.readouterr().err
+        assert f"no WeChat peer {target!r}" in err, err
+        assert owner in err, err
+        assert friend in err, err
+    jobs: list[dict[str, Any]] = _naga_json(world, capsys, "job", "list")["jobs"]
+    assert not [j for j in jobs if j["prompt"] == "the friend's reminder"]
+
+    made = _naga_json(world, capsys, *add, "--deliver-to", friend)
+    assert (made["channel"], made["deliver_to"]) == ("wechat", friend)
+    shown = _naga_json(world, capsys, "job", "show", made["id"])
+    assert shown["deliver_to"] == friend
+    world.model.script(Reply.answer("Reminder: water the plants."))
+    before = len(world.ilink.server.texts_to(FRIEND))
+    _naga_json(world, capsys, "job", "run", made["id"])
+    assert world.ilink.until(lambda s: s.texts_to(FRIEND)[before:]) == [
+        "Reminder: water the plants."
+    ]
+    head = f"wechat: sent part 1/1 of the reply of job {made['id']}"
+    world.until(lambda: [h for h in world.history() if h.startswith(head)])
+
+    # The shorthands name a binding's owner (this module binds one bot only).
+    assert len(world.client.wechat_bindings()) == 1
+    for target in (f"wechat:{bot}", "wechat"):
+        short = _naga_json(world, capsys, *add, "--deliver-to", target)
+        assert short["deliver_to"] == owner, target
+        _naga_json(world, capsys, "job", "remove", short["id"])
+    _naga_json(world, capsys, "job", "remove", made["id"])
