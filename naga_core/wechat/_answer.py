@@ -290,8 +290,9 @@ class Answering(ChannelBase):
         """A scheduled run's reply to the job's WeChat user, proactively: it
         goes with the user's latest context token, which WeChat honours only
         within its reply window (and 10 messages per inbound one). What
-        cannot go is a ledger note naming the job and its session, never a
-        silent loss; each part sent is an irreversible effect."""
+        cannot go is a note in the job's session (where its owner reads the
+        reply) and in the ledger, never a silent loss; each part sent is an
+        irreversible effect."""
         bot, _, user = job.deliver_to.removeprefix("wechat:").partition("/")
         where = f"the reply of job {job.id} (session {job.session}) to {job.deliver_to}"
         live = self.live.get(bot)
@@ -306,7 +307,7 @@ class Answering(ChannelBase):
                 "in reply to one of theirs"
             )
         if live is None or why:
-            await self._note(f"wechat: {where} was not delivered: {why}; it stays in the session")
+            await self._undelivered(job, where, "", why)
             return
         parts, _ = self._parts(text)
         p = wpb.WechatPending(bot_id=bot, user_id=user, session=job.session, key=fire.key)
@@ -317,10 +318,10 @@ class Answering(ChannelBase):
             failure = await self._send_part(live, p, part, client_id)
             if failure:
                 live.state.last_error = f"sendmessage: {failure}"
-                await self._note(
-                    f"wechat: {where} was not delivered from part {index + 1}/{len(parts)} on: "
-                    f"{failure}; it stays in the session"
-                )
+                # A one-part reply is just not delivered; a later part says
+                # which of them went.
+                which = f" from part {index + 1}/{len(parts)} on" if index else ""
+                await self._undelivered(job, where, which, failure)
                 return
             description = (
                 f"wechat: sent part {index + 1}/{len(parts)} of {where} "
@@ -331,6 +332,16 @@ class Answering(ChannelBase):
             )
             live.state.sent += 1
             self._wake()
+
+    async def _undelivered(self, job: jpb.Job, where: str, which: str, why: str) -> None:
+        await self._note(
+            f"wechat: {where} was not delivered{which}: {why}; it stays in the session"
+        )
+        text = f"not delivered to {job.deliver_to}{which}: {why}; it stays in the session"
+        try:
+            await self._agent.note_session(job.session, text)
+        except NagaError:
+            log.exception("cannot note %r in session %s", text, job.session)
 
 
 __all__ = ["Answering"]

@@ -2,9 +2,9 @@
 in a WeChat conversation delivers each run's reply to that user, through
 the real core (``naga job run ID``), the sandboxed plugin and the fake
 iLink server over HTTP, which records the send. When WeChat would refuse
-it (the user's context token is past the reply window: -2), the ledger has
-a note naming the job and its session, and the reply stays in the job's
-session: never a silent loss."""
+it (the user's context token is past the reply window: -2), the job's
+session and the ledger have a note saying so, and the reply stays in the
+job's session: never a silent loss."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
+from naga.v1 import ledger_pb2 as lpb
 from naga_core.cli import main as cli_main
+from naga_gateway._pages import turn_detail
 from tests.fakes.model_server import Reply
 from tests.wechat.conftest import World, say
 
@@ -78,6 +80,28 @@ def test_a_wechat_job_delivers_its_reply_then_notes_what_the_window_refuses(
     assert world.ilink.server.texts_to(USER)[before + 1 :] == []
     assert len(world.ilink.server.refused_sends) > refused
     assert "Good morning again." in [e.text for e in world.client.session_history(session)]
+    # The owner reads it where the job's output is: the session (naga log,
+    # the console's session view), after the reply it is about.
+    expect = f"not delivered to wechat:{binding.bot_id}/{USER}: WeChat refused it (-2)"
+
+    def notes() -> list[dict[str, Any]]:
+        rows = _naga_json(world, capsys, "log", session)["entries"]
+        return [r for r in rows if r["role"] == "note"]
+
+    (row,) = world.until(notes)
+    assert row["text"].startswith(expect), row
+    assert "outside the reply window" in row["text"]
+    assert row["text"].endswith("; it stays in the session")
+    rows = _naga_json(world, capsys, "log", session)["entries"]
+    replies = [r["seq"] for r in rows if r["text"] == "Good morning again."]
+    assert replies == [r["seq"] for r in rows if r["role"] == "assistant"][-1:]
+    assert replies[0] < row["seq"]
+    records: list[lpb.Record] = []
+    while not records or records[-1].seq < row["seq"]:
+        records += world.client.records(records[-1].seq + 1 if records else replies[0], 512)
+    shown = turn_detail(session, records)
+    assert shown[row["seq"]]["role"] == "note"
+    assert shown[row["seq"]]["text"] == row["text"]
     _naga_json(world, capsys, "job", "remove", job_id)
 
 
