@@ -33,6 +33,8 @@ from google.protobuf.message import DecodeError
 
 from naga.v1 import wechat_media_pb2 as wmpb
 from naga.v1 import wechat_pb2 as wpb
+from naga_core._store import blob_store
+from naga_core.agent import AgentError, SessionNotFound
 from naga_core.errors import NagaError, NotFound
 from naga_core.wechat import _keys
 from naga_core.wechat._base import (
@@ -47,7 +49,7 @@ from naga_core.wechat._base import (
 from naga_core.wechat._media import remove_outbox_file, write_outbox_file
 from naga_core.wechat._plugin import PluginCallFailed, WechatPlugin, write_manifest
 from naga_core.wechat._receive import Receiving
-from naga_core.wechat._sealed import loaded
+from naga_core.wechat._sealed import loaded, subject_of_user
 from naga_core.wechat._store import CredentialsInvalid, WechatError
 
 log = logging.getLogger("naga.wechat")
@@ -250,6 +252,39 @@ class WechatChannel(Receiving):
 
     def bindings(self) -> list[wpb.WechatBinding]:
         return [self.view(live) for _, live in sorted(self.live.items())]
+
+    async def session_blob(self, bot_id: str, user_id: str, digest: str) -> bytes:
+        """The content of blob ``digest`` if it is one of the (binding, user)
+        session's own: its records name it (a media it received is described
+        with it) and it is sealed under that user's key (the subject is bound
+        into the box: a message that only types another's digest does not
+        make it theirs). WechatSendRefused otherwise, the same words whether
+        or not the blob exists (no probing for others' blobs)."""
+        live = self.live.get(bot_id)
+        if live is None:
+            raise WechatNotBound(f"no binding {bot_id!r}")
+        who = subject_of_user(bot_id, user_id, owner=user_id == live.cred.owner_user_id)
+        refused = WechatSendRefused(
+            f"blob {digest} is not one of this conversation's (a file or image its user sent "
+            "here): only those, or a file of the workspace, can be sent"
+        )
+        try:
+            found = await self._agent.session(_keys.session_of(bot_id, user_id))
+        except (SessionNotFound, AgentError):
+            raise refused from None
+        if not any(digest in e.text for e in found.entries):
+            raise refused
+        try:
+            data = await trio.to_thread.run_sync(blob_store(self.home).get, bytes.fromhex(digest))
+        except (NagaError, ValueError):
+            raise refused from None
+        sealer = self._agent.memory.sealer
+        if sealer.blob_subject(data) != who:
+            raise refused
+        opened = sealer.open_blob(data)
+        if opened is None:
+            raise WechatSendRefused(f"blob {digest} is of a forgotten subject: it cannot be read")
+        return opened
 
     def peers(self) -> list[str]:
         """Whom a job can deliver to: each binding's owner and every user who
