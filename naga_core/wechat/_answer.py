@@ -203,6 +203,12 @@ class Answering(ChannelBase):
                 f"{len(parts)} per inbound message (the 10-replies rule): the last is a note, "
                 f"{cut} part(s) stay in the session only"
             )
+            await self._session_note(
+                p.session,
+                f"WeChat carries {len(parts)} messages per message it answers: the last "
+                f"{cut} part(s) of this reply were not delivered (a note said so); they stay in "
+                "the session",
+            )
         kernel = self._core.kernel
         answered = False
         try:
@@ -215,6 +221,12 @@ class Answering(ChannelBase):
                     await self._note(
                         f"wechat: part {index + 1}/{len(parts)} of the reply to {peer} was not "
                         f"delivered: {failure}"
+                    )
+                    which = f" from part {index + 1}/{len(parts)} on" if index else ""
+                    await self._session_note(
+                        p.session,
+                        f"this reply was not delivered to {peer}{which}: {failure}; it stays "
+                        "in the session",
                     )
                     live.state.last_error = f"sendmessage: {failure}"
                     return
@@ -338,10 +350,7 @@ class Answering(ChannelBase):
             f"wechat: {where} was not delivered{which}: {why}; it stays in the session"
         )
         text = f"not delivered to {job.deliver_to}{which}: {why}; it stays in the session"
-        try:
-            await self._agent.note_session(job.session, text)
-        except NagaError:
-            log.exception("cannot note %r in session %s", text, job.session)
+        await self._session_note(job.session, text)
 
 
 __all__ = ["Answering"]

@@ -233,6 +233,14 @@ class ChannelBase:
         except NagaError:
             log.exception("cannot journal %r", text)
 
+    async def _session_note(self, session: str, text: str) -> None:
+        """What WeChat did not carry, said where the owner reads the reply
+        (the session's view in the console, naga log)."""
+        try:
+            await self._agent.note_session(session, text)
+        except NagaError:
+            log.exception("cannot note %r in session %s", text, session)
+
     async def _gave_up(self, worker: Worker, reason: str) -> None:
         await self._note(f"wechat: the plugin failed for good: {reason}")
 
