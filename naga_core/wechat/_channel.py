@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import time
 
 import trio
@@ -53,6 +54,7 @@ from naga_core.wechat._sealed import loaded, subject_of_user
 from naga_core.wechat._store import CredentialsInvalid, WechatError
 
 log = logging.getLogger("naga.wechat")
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 _ACTIVE = wpb.WECHAT_BINDING_STATUS_ACTIVE
 _PAUSED = wpb.WECHAT_BINDING_STATUS_PAUSED
 
@@ -268,6 +270,8 @@ class WechatChannel(Receiving):
             f"blob {digest} is not one of this conversation's (a file or image its user sent "
             "here): only those, or a file of the workspace, can be sent"
         )
+        if not _DIGEST.fullmatch(digest):
+            raise refused
         try:
             found = await self._agent.session(_keys.session_of(bot_id, user_id))
         except (SessionNotFound, AgentError):

@@ -27,9 +27,9 @@ from naga.v1 import model_pb2 as mpb
 from naga.v1 import wechat_media_pb2 as wmpb
 from naga_core.agent import CoreToolAnswer, TurnView
 from naga_core.errors import NagaError
-from naga_core.wechat._channel import WechatChannel, WechatSendRefused
+from naga_core.wechat._channel import WechatChannel
 from naga_core.wechat._keys import session_of
-from naga_core.workspace import PathRefused, Workspace, check_path
+from naga_core.workspace import Workspace, check_path
 
 NAME = "wechat.send_file"
 RISK = Risk.R2
@@ -152,7 +152,7 @@ class WechatSendFileTool:
             return CoreToolAnswer(ok=False, error=f"{NAME}: {problems}")
         try:
             data, name = await self._load(args, target)
-        except (_Refused, PathRefused, WechatSendRefused) as exc:
+        except (_Refused, NagaError) as exc:  # a path refused, a blob not this one's
             return CoreToolAnswer(ok=False, error=f"{NAME}: {exc}")
         image = args.kind == "image" or (not args.kind and _looks_like_image(data))
         req = wmpb.WechatSendFileRequest(
