@@ -321,6 +321,11 @@ class WechatChannel(Receiving):
             raise WechatPeerUnknown(
                 f"no WeChat peer {target!r}: nothing is bound to WeChat (naga wechat bind)"
             )
+        if target == "wechat" and len(self.live) > 1:
+            raise WechatPeerUnknown(
+                f"'wechat' names the owner of the only binding, and there are {len(self.live)}: "
+                f"name one of the bound peers: {', '.join(peers)}"
+            )
         raise WechatPeerUnknown(
             f"no WeChat peer {target!r}; the bound peers (each binding's owner and the users "
             f"who wrote to it) are: {', '.join(peers)}"

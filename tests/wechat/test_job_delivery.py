@@ -187,3 +187,21 @@ def test_the_owner_makes_a_wechat_job_from_the_cli_to_a_bound_peer_only(
         assert short["deliver_to"] == owner, target
         _naga_json(world, capsys, "job", "remove", short["id"])
     _naga_json(world, capsys, "job", "remove", made["id"])
+
+
+def test_with_two_bindings_the_bare_shorthand_is_refused_naming_the_peers(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = world.active(USER).bot_id
+    second = world.active("job-other-owner@im.wechat").bot_id
+    add = ["job", "add", "--cron", "0 8 * * *", "--prompt", "whose?", "--deliver-to", "wechat"]
+    capsys.readouterr()
+    assert cli_main([*add, "--home", world.home]) != 0
+    err = capsys.readouterr().err
+    assert "'wechat' names the owner of the only binding, and there are 2" in err, err
+    assert f"wechat:{first}/{USER}" in err, err
+    assert f"wechat:{second}/job-other-owner@im.wechat" in err, err
+    # Each binding's own shorthand still names its owner.
+    made = _naga_json(world, capsys, *add[:-1], f"wechat:{second}")
+    assert made["deliver_to"] == f"wechat:{second}/job-other-owner@im.wechat"
+    _naga_json(world, capsys, "job", "remove", made["id"])
