@@ -159,12 +159,12 @@ def _json_or_text(text: str) -> Any:
 
 def turn_detail(session: str, records: list[lpb.Record]) -> dict[int, dict[str, Any]]:
     """What the plain history leaves out, from ``records`` (the ledger from
-    the history's first entry on): tool calls and ended-without-answer turns
-    as entries of their own, and each reply's usage, keyed by ledger seq."""
+    the history's first entry on): tool calls, ended-without-answer turns and
+    the core's notes as entries of their own, and each reply's usage, keyed by ledger seq."""
     out: dict[int, dict[str, Any]] = {}
     started: dict[str, int] = {}  # turn id -> its message's time, for a turn's wall time
     for rec in records:
-        if rec.kind not in ("turn.message", "turn.tool", "turn.error", "turn.reply"):
+        if rec.kind not in ("turn.message", "turn.tool", "turn.error", "turn.reply", "turn.note"):
             continue
         try:
             body = apb.TurnRecord.FromString(rec.payload)
@@ -189,6 +189,9 @@ def turn_detail(session: str, records: list[lpb.Record]) -> dict[int, dict[str, 
                 "text": "",
                 "peer": "",
             }
+        elif rec.kind == "turn.note":
+            # The core's own word (a job's reply WeChat did not carry).
+            out[rec.seq] = base | {"role": "note", "text": body.text, "peer": ""}
         elif rec.kind == "turn.error":
             out[rec.seq] = base | {
                 "role": "error",

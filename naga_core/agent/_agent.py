@@ -792,6 +792,13 @@ class Agent:
         self.sessions.note(kind, body, seq, rec.now_ns())
         return seq
 
+    async def note_session(self, session: str, text: str) -> int:
+        """A durable note of the core's in ``session`` (a ``turn.note``
+        record, unsealed: the core's words, not a subject's); its seq."""
+        seq = self._stage(rec.NOTE, apb.TurnRecord(session=session, text=text))
+        await self._settle()
+        return seq
+
     async def _note(self, text: str) -> None:
         """A durable entry in the kernel's history (``naga history``)."""
         self.core.write(lambda: self.core.kernel.perform([], None, description=text))

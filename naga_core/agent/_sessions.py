@@ -34,6 +34,10 @@ TOOL = "turn.tool"
 REPLY = "turn.reply"
 ERROR = "turn.error"
 KINDS = frozenset({MESSAGE, STEER, MODEL, TOOL, REPLY, ERROR})
+#: The core's own word in a session (a job's reply WeChat did not carry):
+#: no turn's trace and no history entry, so never in a prompt; ``naga log``
+#: and the console's session view show it where it happened.
+NOTE = "turn.note"
 # Kind codes of the records an unloaded session lists (Session.reload).
 _MSG, _REPLY, _END = 0, 1, 3  # _END: a reply or an error
 # An error is never an entry, so it is an _END whichever way the list was
@@ -464,6 +468,7 @@ __all__ = [
     "KINDS",
     "MESSAGE",
     "MODEL",
+    "NOTE",
     "REPLY",
     "STEER",
     "TOOL",

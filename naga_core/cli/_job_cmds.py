@@ -5,7 +5,10 @@ the owner's scheduled jobs (docs/design/scheduler.md).
 call, shows the schedule it gave (cron, zone, prompt, next fires) and asks
 for a yes (``--yes`` skips; off a terminal without ``--yes`` it refuses, as
 ``naga rollback`` does); ``add --cron EXPR --prompt TEXT [--tz ZONE]``
-makes one as written. Each job is a kernel entry, so ``naga rollback``
+makes one as written. ``--deliver-to PEER`` sends each run's reply to a
+WeChat peer (``wechat:BOT/USER``, ``wechat:BOT`` for that binding's owner,
+``wechat`` for the owner of the only binding); the core refuses a peer
+that is not bound, naming those that are. Each job is a kernel entry, so ``naga rollback``
 takes a new one away or brings a removed one back. Exit status: 0 done;
 1 cancelled or refused.
 """
@@ -88,7 +91,12 @@ def _spec_lines(spec: jpb.JobSpec, next_ns: list[int]) -> list[str]:
         f"  cron:    {spec.cron}",
         f"  zone:    {spec.tz}",
         f"  prompt:  {spec.prompt}",
-        "  channel: webchat (the job's own session)",
+        "  channel: "
+        + (
+            f"wechat, to {spec.deliver_to} (and the job's own session)"
+            if spec.channel == jpb.JOB_CHANNEL_WECHAT
+            else "webchat (the job's own session)"
+        ),
         f"  misfire: {_MISFIRE.get(spec.misfire, 'once')}",
         "  next:    " + (", ".join(_when(n) for n in next_ns) or "never"),
     ]
@@ -107,6 +115,7 @@ def add(args: argparse.Namespace, home: Home) -> Outcome:
             )
             spec = compiled.spec
             spec.misfire = misfire
+            _deliver(spec, args.deliver_to)
             if args.tz:
                 spec.tz = args.tz
             if not args.yes:
@@ -134,6 +143,7 @@ def add(args: argparse.Namespace, home: Home) -> Outcome:
                 channel=jpb.JOB_CHANNEL_WEBCHAT,
                 misfire=misfire,
             )
+            _deliver(spec, args.deliver_to)
         if args.risk is not None:
             spec.risk_ceiling = int(args.risk[1])
         made = core.add_job(spec)
@@ -143,7 +153,14 @@ def add(args: argparse.Namespace, home: Home) -> Outcome:
         "  next: " + (", ".join(_when(n) for n in made.next_ns) or "never"),
         f"  its runs are turns of session {made.job.session}",
     ]
+    if made.job.deliver_to:
+        lines.append(f"  each run's reply goes to {made.job.deliver_to} on WeChat")
     return Outcome(0, data, lines)
+
+
+def _deliver(spec: jpb.JobSpec, target: str | None) -> None:
+    if target is not None:
+        spec.channel, spec.deliver_to = jpb.JOB_CHANNEL_WECHAT, target
 
 
 def list_jobs(_args: argparse.Namespace, home: Home) -> Outcome:
@@ -170,7 +187,8 @@ def show(args: argparse.Namespace, home: Home) -> Outcome:
     lines = [
         f"{view['id']}: '{view['cron']}' in {view['tz']} ({view['misfire']} after downtime)",
         f"  prompt:  {view['prompt']}",
-        f"  session: {view['session']} (webchat)",
+        f"  session: {view['session']} ({view['channel']}"
+        + (f", delivered to {view['deliver_to']})" if view["deliver_to"] else ")"),
         f"  creator: {view['creator']} at {view['creator_trust']}, tools up to "
         f"{view['risk_ceiling']}",
         "  state:   " + (f"paused: {view['paused_reason']}" if view["paused"] else "running"),
@@ -231,6 +249,9 @@ def add_commands(sub: Any, command: Any) -> None:
     a.add_argument("--tz", default=None, help="IANA zone (default: UTC; a sentence: this one's)")
     a.add_argument("--misfire", choices=("once", "skip"), default="once",
                    help="after downtime: one catch-up run (default) or none")  # fmt: skip
+    a.add_argument("--deliver-to", default=None, metavar="PEER",
+                   help="send each run's reply to this WeChat peer: wechat:BOT/USER, "
+                   "wechat:BOT (its owner) or wechat (the only binding's owner)")  # fmt: skip
     a.add_argument("--risk", type=_risk, default=None, help="tool risk ceiling R0..R4")
     a.add_argument("--yes", action="store_true", help="make it without asking")
     command(jsub, "list", list_jobs, "every job, its next fire")

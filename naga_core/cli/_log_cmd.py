@@ -1,7 +1,8 @@
 """``naga log SESSION [--limit N] [--json]``: a conversation as the ledger
 holds it: messages and replies with their times, and between them the
-tool calls and the turns that ended without an answer (errors, aborts),
-which the session's plain history leaves out.
+tool calls, the turns that ended without an answer (errors, aborts) and
+the core's notes (a job's reply WeChat did not carry), which the session's
+plain history leaves out.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def log(args: argparse.Namespace, home: Home) -> Outcome:
 
 
 def _details(core: Client, session: str, start: int) -> list[dict[str, Any]]:
-    """The session's tool calls and errors from ``start`` on."""
+    """The session's tool calls, errors and notes from ``start`` on."""
     out: list[dict[str, Any]] = []
     at, read = start, 0
     while read < _SCAN:
@@ -73,7 +74,7 @@ def _details(core: Client, session: str, start: int) -> list[dict[str, Any]]:
         read += len(page)
         at = page[-1].seq + 1
         for rec in page:
-            if rec.kind not in ("turn.tool", "turn.error"):
+            if rec.kind not in ("turn.tool", "turn.error", "turn.note"):
                 continue
             try:
                 body = apb.TurnRecord.FromString(rec.payload)
@@ -86,7 +87,9 @@ def _details(core: Client, session: str, start: int) -> list[dict[str, Any]]:
                 "time_ns": rec.timestamp_ns,
                 "turn": body.turn_id,
             }
-            if rec.kind == "turn.tool":
+            if rec.kind == "turn.note":
+                row |= {"role": "note", "text": body.text}
+            elif rec.kind == "turn.tool":
                 row |= {
                     "role": "tool",
                     "tool": body.tool,
@@ -113,6 +116,8 @@ def _line(r: dict[str, Any]) -> str:
         return f"[{when}] you: {r['text']}"
     if role == "assistant":
         return f"[{when}] naga: {r['text']}"
+    if role == "note":
+        return f"[{when}]   ({r['text']})"
     if role == "tool":
         outcome = f"-> {r['result']}" if r["ok"] else f"failed: {r['error']}"
         return f"[{when}]   tool {r['tool']} {r['arguments'] or '{}'} {outcome}"

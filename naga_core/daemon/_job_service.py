@@ -23,6 +23,7 @@ from naga_core.scheduler import (
     compile_sentence,
     zone,
 )
+from naga_core.wechat import WechatChannel
 
 SERVICE = "naga.v1.JobService"
 _ID = re.compile(r"j-[0-9a-f]{12}")
@@ -56,9 +57,10 @@ def _call(replies: list[apb.ProviderReply]) -> str:
 
 
 class JobServicer:
-    def __init__(self, scheduler: Scheduler, workers: AgentWorkers) -> None:
+    def __init__(self, scheduler: Scheduler, workers: AgentWorkers, wechat: WechatChannel) -> None:
         self._scheduler = scheduler
         self._workers = workers
+        self._wechat = wechat
 
     def methods(self) -> list[Method]:
         return [
@@ -94,9 +96,14 @@ class JobServicer:
         return jpb.CompileJobResponse(spec=spec, next_ns=self._scheduler.upcoming(probe))
 
     async def add(self, _p: Principal, req: jpb.AddJobRequest) -> jpb.AddJobResponse:
-        job, seq = self._scheduler.jobs.add(
-            req.spec, creator="", trust=TrustLevel.OWNER, risk=Risk.R4
-        )
+        spec = req.spec
+        if spec.channel == jpb.JOB_CHANNEL_WECHAT:
+            # Only a peer WeChat can reach: a bound bot, its owner or a user
+            # who wrote to it (the shorthands name a binding's owner).
+            spec = jpb.JobSpec()
+            spec.CopyFrom(req.spec)
+            spec.deliver_to = self._wechat.delivery_peer(req.spec.deliver_to)
+        job, seq = self._scheduler.jobs.add(spec, creator="", trust=TrustLevel.OWNER, risk=Risk.R4)
         await self._scheduler.committed()
         return jpb.AddJobResponse(job=job, seq=seq, next_ns=self._scheduler.upcoming(job))
 

@@ -308,7 +308,7 @@ def _bridge(
     if agent.skills is not None:
         skills = _skill_service.SkillServicer(core, agent.skills)
         bridge.add(_skill_service.SERVICE, skills.methods())
-    jobs = _job_service.JobServicer(scheduler, agent.workers)
+    jobs = _job_service.JobServicer(scheduler, agent.workers, wechat)
     bridge.add(_job_service.SERVICE, jobs.methods())
     memory = _memory_service.MemoryServicer(core, agent)
     bridge.add(_memory_service.SERVICE, memory.methods())

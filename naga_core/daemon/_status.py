@@ -89,7 +89,13 @@ from naga_core.scheduler import (
 )
 from naga_core.skills import SkillError, SkillNotFound, SkillRefused
 from naga_core.supervisor import SupervisorError
-from naga_core.wechat import CredentialsInvalid, PluginCallFailed, WechatError, WechatSendRefused
+from naga_core.wechat import (
+    CredentialsInvalid,
+    PluginCallFailed,
+    WechatError,
+    WechatPeerUnknown,
+    WechatSendRefused,
+)
 from naga_core.workspace import PathRefused, WorkspaceError
 
 Code = grpc.StatusCode
@@ -194,6 +200,7 @@ STATUS_OF: Mapping[type[BaseException], tuple[Code, Refusal.ValueType]] = {
     CredentialsInvalid: (Code.FAILED_PRECONDITION, R.REFUSAL_CONFIG),
     # a file WeChat would not carry now (no context token, the CDN refused it)
     WechatSendRefused: (Code.FAILED_PRECONDITION, R.REFUSAL_TOOL_FAILED),
+    WechatPeerUnknown: (Code.INVALID_ARGUMENT, R.REFUSAL_INVALID_REQUEST),
     WechatError: (Code.FAILED_PRECONDITION, R.REFUSAL_CONFIG),
     # the skill library
     SkillNotFound: (Code.NOT_FOUND, R.REFUSAL_NOT_FOUND),

@@ -152,6 +152,14 @@ class Sealer:
         dek = self.blob_key(data)
         return None if dek is None else open_blob_with(data, dek)
 
+    def blob_subject(self, data: bytes) -> str | None:
+        """Whose key sealed a blob (its box's subject, bound into both its
+        keys' AAD, so not forgeable); None if it is not a sealed blob."""
+        if not data.startswith(BLOB_MAGIC):
+            return None
+        box = _blob_box(data)
+        return box.subject if box is not None and box.subject else None
+
     def blob_key(self, data: bytes) -> bytes | None:
         """The data key of a sealed blob; None if it has none to give."""
         box = _blob_box(data)

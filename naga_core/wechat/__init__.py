@@ -2,13 +2,11 @@
 long polls, inbound messages into turns, replies out, through the
 sandboxed WeChat plugin (naga_plugins.wechat)."""
 
+from naga_core.wechat._base import BINDING, CURSOR, PENDING, ChannelConfig
 from naga_core.wechat._channel import (
-    BINDING,
-    CURSOR,
-    PENDING,
-    ChannelConfig,
     WechatChannel,
     WechatNotBound,
+    WechatPeerUnknown,
     WechatSendRefused,
 )
 from naga_core.wechat._chunks import LIMIT, can_break, chunks
@@ -41,6 +39,7 @@ __all__ = [
     "WechatChannel",
     "WechatError",
     "WechatNotBound",
+    "WechatPeerUnknown",
     "WechatSendFileTool",
     "WechatSendRefused",
     "can_break",

@@ -7,8 +7,10 @@ the CDN, sends the item).
 It is offered only to a turn of a WeChat session, and sends only to that
 session's user through that session's binding: a turn cannot address
 anyone else. What it sends is a file of the workspace (a relative path that
-stays inside it, through no symlink) or a blob of the store by its SHA-256
-(an image the user sent is described to the model with its hash)."""
+stays inside it, through no symlink) or a blob of this conversation's own
+by its SHA-256 (a file or image the user sent, described to the model with
+it: named by the session's records and sealed under the user's key),
+opened before it goes."""
 
 from __future__ import annotations
 
@@ -23,12 +25,11 @@ from naga.constants import WECHAT_SEND_MAX_BYTES
 from naga.tokens import Risk
 from naga.v1 import model_pb2 as mpb
 from naga.v1 import wechat_media_pb2 as wmpb
-from naga_core._store import blob_store
 from naga_core.agent import CoreToolAnswer, TurnView
 from naga_core.errors import NagaError
 from naga_core.wechat._channel import WechatChannel
 from naga_core.wechat._keys import session_of
-from naga_core.workspace import PathRefused, Workspace, check_path
+from naga_core.workspace import Workspace, check_path
 
 NAME = "wechat.send_file"
 RISK = Risk.R2
@@ -39,7 +40,8 @@ SPEC = mpb.ToolSpec(
     description=(
         "Send an image or a file to the WeChat user you are talking with (it cannot be "
         "taken back). Give either `path` (a file of the workspace, relative to it) or "
-        "`blob` (the sha256 of a blob in the store, as a received image is described)."
+        "`blob` (the sha256 of a file or image received in this conversation, as it is "
+        "described)."
     ),
     parameters_json_schema=json.dumps(
         {
@@ -149,8 +151,8 @@ class WechatSendFileTool:
             )
             return CoreToolAnswer(ok=False, error=f"{NAME}: {problems}")
         try:
-            data, name = await self._load(args)
-        except (_Refused, PathRefused) as exc:
+            data, name = await self._load(args, target)
+        except (_Refused, NagaError) as exc:  # a path refused, a blob not this one's
             return CoreToolAnswer(ok=False, error=f"{NAME}: {exc}")
         image = args.kind == "image" or (not args.kind and _looks_like_image(data))
         req = wmpb.WechatSendFileRequest(
@@ -173,18 +175,16 @@ class WechatSendFileTool:
         }
         return CoreToolAnswer(ok=True, result_json=json.dumps(result))
 
-    async def _load(self, args: _Args) -> tuple[bytes, str]:
+    async def _load(self, args: _Args, target: tuple[str, str]) -> tuple[bytes, str]:
         if bool(args.path) == bool(args.blob):
             raise _Refused("give exactly one of `path` (a workspace file) or `blob` (a sha256)")
         if args.path:
             root = self._workspace.root
             data, name = await trio.to_thread.run_sync(_read_workspace_file, root, args.path)
         else:
-            store = blob_store(self._channel.home)
-            try:
-                data = await trio.to_thread.run_sync(store.get, bytes.fromhex(args.blob))
-            except NagaError as exc:
-                raise _Refused(f"blob {args.blob}: {exc}") from None
+            # Only this conversation's own blob, opened: a peer's session
+            # cannot send another's (nor the store's sealed bytes).
+            data = await self._channel.session_blob(*target, args.blob)
             name = args.blob[:12]
         if not data:
             raise _Refused("the file is empty: there is nothing to send")

@@ -362,6 +362,7 @@ window.Naga = (function () {
       let turn = null;
       for (const e of res.entries) {
         if (e.role === "user") { const u = add(userItem(e.text, e.time_ns, e.seq)); if (e.undone) undoneMark(u); turn = null; continue; }
+        if (e.role === "note") { add(el("li", { class: "notice" }, el("div", { class: "turn-note", text: e.text }))); continue; }
         const extra = cards.map((f) => f(e)).find(Boolean);
         if (extra) { add(extra); continue; }
         if (!turn || turn.turnId !== e.turn) { turn = assistantItem(e.seq); turn.turnId = e.turn; add(turn.li); }

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import tempfile
 
+from naga.v1 import sealed_pb2 as slpb
 from naga.v1 import wechat_pb2 as wpb
 from naga_core._home import Home
-from naga_core.memory import FORGOTTEN, OWNER_SUBJECT, KeyRing, Sealer
+from naga_core.memory import BLOB_MAGIC, FORGOTTEN, OWNER_SUBJECT, KeyRing, Sealer
 from naga_core.wechat import peer_of
 from naga_core.wechat._sealed import loaded, stored, subject_of_user
 
@@ -45,3 +46,20 @@ def test_a_pending_message_with_no_text_is_kept_as_it_is() -> None:
     empty = wpb.WechatPending(bot_id="b1", user_id="u", key="k", sent=2)
     assert stored(sealer, empty) == empty.SerializeToString()
     assert loaded(sealer, stored(sealer, empty)) == empty
+
+
+def test_a_blobs_subject_is_its_sealers_and_a_relabelled_box_does_not_open() -> None:
+    # wechat.send_file trusts the subject a stored box names (ADR 0041):
+    # one relabelled to another user's must not open under that user's key.
+    sealer = Sealer(KeyRing.of_home(Home(tempfile.mkdtemp(prefix="naga-wx-seal-"))))
+    alice, bob = peer_of("b1", "alice"), peer_of("b1", "bob")
+    sealer.seal_blob(bob, b"bob's key exists too")
+    sealed = sealer.seal_blob(alice, CANARY.encode())
+    assert sealer.blob_subject(sealed) == alice
+    assert sealer.blob_subject(CANARY.encode()) is None
+    box = slpb.SealedBox.FromString(sealed[len(BLOB_MAGIC) :])
+    box.subject = bob
+    relabelled = BLOB_MAGIC + box.SerializeToString()
+    assert sealer.blob_subject(relabelled) == bob
+    assert sealer.open_blob(relabelled) is None
+    assert sealer.open_blob(sealed) == CANARY.encode()

@@ -23,12 +23,13 @@ from naga.v1 import turn_pb2 as tpb
 from naga.v1 import wechat_pb2 as wpb
 from naga_core._home import Home
 from naga_core._store import blob_store
+from naga_core.cli import main as cli_main
 from naga_core.memory import Sealer
 from naga_core.wechat import chunks, session_of
 from tests.daemon.conftest import REPO
 from tests.fakes.ilink import Response
 from tests.fakes.model_server import Reply
-from tests.wechat.conftest import World, say, sent_texts
+from tests.wechat.conftest import CHANNEL, World, say, sent_texts
 
 OWNER = "owner@im.wechat"
 
@@ -329,3 +330,42 @@ def test_media_in_both_key_forms_is_decrypted_checked_archived_and_described(
     assert Sealer.reader(home).open_blob(sealed) == png
     notes = world.history()
     assert any("refused: bad PKCS#7 padding" in n for n in notes)
+
+
+def test_what_wechat_does_not_carry_of_a_reply_is_a_note_in_its_session(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    binding = world.active(OWNER)
+    server = world.ilink.server
+    session = session_of(binding.bot_id, OWNER)
+
+    def notes() -> list[str]:
+        if session not in {s.session for s in world.client.sessions(1000)}:
+            return []  # this test alone: the owner has not written yet
+        capsys.readouterr()
+        assert cli_main(["log", session, "--home", world.home, "--json"]) == 0
+        rows = json.loads(capsys.readouterr().out)["entries"]
+        return [r["text"] for r in rows if r["role"] == "note"]
+
+    had = len(notes())
+    # Twelve parts: WeChat carries ten per message (the last one a note).
+    long = "\n\n".join(f"part {i}: " + "x" * 1500 for i in range(12))
+    assert len(chunks(long)) == 12
+    world.model.script(Reply.answer(long))
+    before = len(sent_texts(world, OWNER))
+    say(world, binding.bot_id, OWNER, "tell me everything")
+    world.ilink.until(lambda s: len(s.texts_to(OWNER)) >= before + 10)
+    (cut,) = world.until(lambda: notes()[had:])
+    assert cut.startswith("WeChat carries 10 messages per message it answers: the last 3 part(s)")
+
+    # Every attempt at the next reply refused (-2): said in the session too.
+    refusal = Response(body=json.dumps({"ret": -2, "errmsg": ""}).encode())
+    world.ilink.run(server.inject, "sendmessage", *[refusal] * CHANNEL.send_attempts)
+    world.model.script(Reply.answer("this will not arrive"))
+    say(world, binding.bot_id, OWNER, "and now?")
+    (lost,) = world.until(lambda: notes()[had + 1 :])
+    peer = f"wechat:{binding.bot_id}/{OWNER}"
+    assert lost.startswith(f"this reply was not delivered to {peer}: WeChat refused it (-2)")
+    assert lost.endswith("; it stays in the session")
+    assert "this will not arrive" not in sent_texts(world, OWNER)
+    assert "this will not arrive" in [e.text for e in world.client.session_history(session)]

@@ -17,8 +17,10 @@ import pytest
 import segno
 
 from naga.sdk import Client
+from naga.v1 import job_pb2 as jpb
 from tests.agent.conftest import ServerThread, model_server
 from tests.fakes.ilink import ILinkThread, ilink_thread
+from tests.fakes.model_server import Reply
 from tests.gateway import _console as c
 
 __all__ = ["model_server"]  # the fixture, used by name
@@ -148,3 +150,58 @@ def test_the_console_binds_wechat_through_the_qr_login(
     with Client.connect(core.home) as client:
         (bound,) = client.wechat_bindings()
         assert (bound.bot_id, bound.owner_user_id) == (bot.bot_id, "wx-owner")
+
+
+def _bot_of(client: Client, ilink: ILinkThread, owner: str) -> str:
+    """The binding of ``owner`` (made by the test above, or bound here)."""
+    for b in client.wechat_bindings():
+        if b.owner_user_id == owner:
+            return b.bot_id
+    started = client.wechat_bind()
+    ilink.run(ilink.server.scan, started.login_id)
+    ilink.run(ilink.server.confirm, started.login_id, owner)
+    for _ in range(20):
+        answer = client.wechat_bind(started.login_id, wait=5)
+        if answer.status == "confirmed":
+            return answer.binding.bot_id
+    raise AssertionError("no confirmation")
+
+
+def test_a_jobs_reply_wechat_did_not_carry_is_a_note_in_its_session_view(
+    core: c.RealCore, ilink: ILinkThread, tmp_path: Path
+) -> None:
+    owner = "wx-owner"
+    with Client.connect(core.home) as client:
+        bot = _bot_of(client, ilink, owner)
+        # To the binding's owner, who has not written yet: WeChat cannot
+        # carry it (it sends only in reply to the user's messages).
+        spec = jpb.JobSpec(
+            cron="0 6 * * *",
+            prompt="the early digest",
+            channel=jpb.JOB_CHANNEL_WECHAT,
+            deliver_to="wechat",
+        )
+        job = client.add_job(spec).job
+        assert job.deliver_to == f"wechat:{bot}/{owner}"
+        core.model.script(Reply.answer("Six o'clock: nothing new."))
+        fire = client.run_job(job.id).fire
+    with c.browser(c.SIZES["desktop"]) as d:
+        c.open_console(d, core.port, f"/#s={fire.session}", home=core.home)
+        note = c.wait(d, "the note", lambda _: c.texts(d, "#messages li.notice .turn-note"))
+        assert note == [
+            f"not delivered to wechat:{bot}/{owner}: this user has never written to the bot, "
+            "and WeChat carries a message only in reply to one of theirs; it stays in the session"
+        ]
+        assert "Six o'clock: nothing new." in c.texts(d, "#messages li.assistant .md")
+        # After the reply it is about.
+        order = c.js(
+            d,
+            "return [...document.querySelectorAll('#messages li')].map((e) => e.className)",
+        )
+        notices = [i for i, k in enumerate(order) if "notice" in k]
+        replies = [i for i, k in enumerate(order) if "assistant" in k]
+        assert notices, order
+        assert replies, order
+        assert replies[-1] < notices[-1], order
+        c.shoot(d, tmp_path, "job-note-desktop")
+    assert not [s for s in ilink.server.sent if s.user == owner]
