@@ -102,6 +102,20 @@ def site() -> Generator[Site]:
         thread.join(10)
 
 
+def _held(server: FakeModelServer, token: trio.lowlevel.TrioToken, name: str) -> None:
+    """Wait for the model request held at ``name``, with a deadline (a turn
+    that never gets there fails here, saying so, instead of hanging)."""
+
+    async def wait() -> None:
+        with trio.fail_after(TURN_S):
+            await server.held(name)
+
+    try:
+        trio.from_thread.run(wait, trio_token=token)
+    except trio.TooSlowError:
+        raise AssertionError(f"no model request was held at {name!r}") from None
+
+
 def _fetch(port: int) -> tuple[str, str, str]:
     return ("call_f", "web__fetch", json.dumps({"url": f"http://localhost:{port}/tea"}))
 
@@ -187,7 +201,7 @@ def test_a_turn_killed_after_a_memory_write_resumes_without_writing_again(
                 Reply.answer("noted"),
             )
             sender, thread = run.send("remember that I like green tea")
-            trio.from_thread.run(server.held, "first", trio_token=token)
+            _held(server, token, "first")
             asked = len(server.requests)
             _kill(run.core)
             first = run.restart(sender, thread)
@@ -237,7 +251,7 @@ def test_a_turn_killed_around_a_web_fetch_resumes_and_finishes(
                 run.script(Reply.answer(tool_calls=(fetch,)), Reply.answer("fetched"))
             sender, thread = run.send("fetch the tea page")
             if point == "answered":
-                trio.from_thread.run(server.held, "first", trio_token=token)
+                _held(server, token, "first")
             else:
                 assert web.arrived.wait(TURN_S), "the fetch never reached the site"
 
