@@ -26,10 +26,12 @@ turn records (written offline, as a long-lived home holds them).
 tool step: every session's model asks for ``fs.write`` (the shipped
 sandboxed fs plugin), and the core is SIGKILLed once every message is
 acknowledged and each executor holds a turn whose write is applied (its
-model call after the tool held). The next start undoes each write
-through the kernel and re-runs the turn (docs/adr/0033-recover13-tool-undo.md):
-``undone`` counts the undo entries in the history, ``workspace_ok`` says
-every file holds one write's bytes.
+model call after the tool held). The next start resumes each turn from
+its recorded steps: the answered write is replayed, not undone nor run
+again, and the model is asked for the step after it
+(docs/adr/0042-recover13b-resume.md): ``undone`` counts the undo entries in
+the history (0: only a write in flight at the kill is undone, ADR 0033),
+``workspace_ok`` says every file holds one write's bytes.
 
     python bench/recovery.py [--sessions 20] [--model-s 0.5] [--records 100000]
 """

@@ -69,11 +69,24 @@ def tool_name(model_name: str) -> str:
 def run_turn(
     job: apb.ExecutorJob, client: CoreCalls, deadline: Deadline | None = None
 ) -> apb.ExecutorOutcome:
-    """Loop until a final answer, the step limit, the budget or a failure."""
+    """Loop until a final answer, the step limit, the budget or a failure.
+
+    A job whose messages go on after the user's message is a turn resumed
+    after a stop of the core: they are its recorded steps (each model
+    answer, each tool result), counted as taken, and the calls of the last
+    answer that have no result yet are answered first."""
     out = apb.ExecutorOutcome()
     deadline = deadline or Deadline.after_ms(_UNBOUNDED_MS)
     messages = list(job.messages)
-    for _ in range(job.max_steps):
+    taken = _resumed(messages, out)
+    unanswered = _unanswered(messages)
+    if unanswered:
+        results = _step(job, client, unanswered, deadline)
+        for call, result in zip(unanswered, results, strict=True):
+            out.tool_calls += 1
+            messages.append(_result_message(call, result))
+        _in_call_order(messages)
+    for _ in range(max(0, job.max_steps - taken)):
         request = mpb.ChatRequest(messages=messages, tools=job.tools, max_tokens=job.max_tokens)
         answer = client.complete(
             apb.ModelCallRequest(session=job.session, turn_id=job.turn_id, request=request),
@@ -96,20 +109,68 @@ def run_turn(
             message.tool_calls, _step(job, client, message.tool_calls, deadline), strict=True
         ):
             out.tool_calls += 1
-            messages.append(
-                mpb.ChatMessage(
-                    role=mpb.ROLE_TOOL,
-                    content=result.result_json if result.ok else result.error,
-                    tool_call_id=call.id,
-                    tool_error=not result.ok,
-                )
-            )
+            messages.append(_result_message(call, result))
     return _failed(
         out,
         tpb.TURN_ERROR_KIND_STEPS,
         f"the turn reached its limit of {job.max_steps} model calls (agent.max_steps) "
         "without a final answer",
     )
+
+
+def _result_message(call: mpb.ToolCall, result: apb.ToolCallResponse) -> mpb.ChatMessage:
+    return mpb.ChatMessage(
+        role=mpb.ROLE_TOOL,
+        content=result.result_json if result.ok else result.error,
+        tool_call_id=call.id,
+        tool_error=not result.ok,
+    )
+
+
+def _own_start(messages: Sequence[mpb.ChatMessage]) -> int:
+    """The index after the user's message (the last user message: steering
+    is not in the job), where the turn's own steps begin."""
+    users = [i for i, m in enumerate(messages) if m.role == mpb.ROLE_USER]
+    return users[-1] + 1 if users else len(messages)
+
+
+def _resumed(messages: Sequence[mpb.ChatMessage], out: apb.ExecutorOutcome) -> int:
+    """The model steps a resumed job had taken (counted in ``out``)."""
+    own = messages[_own_start(messages) :]
+    taken = sum(m.role == mpb.ROLE_ASSISTANT for m in own)
+    out.model_calls += taken
+    out.tool_calls += sum(m.role == mpb.ROLE_TOOL for m in own)
+    for m in own:
+        if m.role == mpb.ROLE_ASSISTANT:
+            out.text = m.content
+    return taken
+
+
+def _last_answer(messages: Sequence[mpb.ChatMessage]) -> int:
+    """The index of the turn's last model answer; -1 if it has none yet."""
+    start = _own_start(messages)
+    return max(
+        (i for i in range(start, len(messages)) if messages[i].role == mpb.ROLE_ASSISTANT),
+        default=-1,
+    )
+
+
+def _unanswered(messages: Sequence[mpb.ChatMessage]) -> list[mpb.ToolCall]:
+    """The calls of the turn's last model answer that have no result."""
+    last = _last_answer(messages)
+    if last < 0:
+        return []
+    answered = {m.tool_call_id for m in messages[last + 1 :] if m.role == mpb.ROLE_TOOL}
+    return [c for c in messages[last].tool_calls if c.id not in answered]
+
+
+def _in_call_order(messages: list[mpb.ChatMessage]) -> None:
+    """The results after the last answer in the order of its calls (as a
+    step run whole gives them)."""
+    last = _last_answer(messages)
+    order = {c.id: i for i, c in enumerate(messages[last].tool_calls)}
+    tail = sorted(messages[last + 1 :], key=lambda m: order.get(m.tool_call_id, len(order)))
+    messages[last + 1 :] = tail
 
 
 def _step(

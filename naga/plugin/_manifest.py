@@ -114,6 +114,10 @@ class ToolSpec:
     description: str
     risk: ToolRisk
     params: tuple[Param, ...]
+    #: Declared safe to run again when the core stopped during a call of it
+    #: (docs/design/plugins.md, "repeatable"): such a call in flight at a
+    #: crash is re-run by the next start instead of ending its turn.
+    repeatable: bool = False
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
@@ -271,6 +275,7 @@ class _ToolModel(BaseModel):
     description: Annotated[str, Field(min_length=1, max_length=1000)]
     risk: Literal["R0", "R1", "R2", "R3", "R4"]
     params: dict[str, _ParamModel] = Field(default_factory=dict[str, _ParamModel], max_length=32)
+    repeatable: bool = False
 
     @model_validator(mode="after")
     def _param_names(self) -> _ToolModel:
@@ -374,6 +379,18 @@ class _ManifestModel(BaseModel):
                 )
         if len(set(self.capabilities)) != len(self.capabilities):
             raise ValueError("a capability is listed twice")
+        for tool in self.tools:
+            if tool.repeatable and self.kind != "tool":
+                raise ValueError(
+                    f"tool {tool.name!r}: repeatable applies to a tool plugin's tools only"
+                )
+            captured = {"shell", "workspace"} & set(self.capabilities)
+            if tool.repeatable and captured:
+                raise ValueError(
+                    f"tool {tool.name!r}: repeatable cannot be declared by a plugin with the "
+                    "shell or workspace capability: the core runs or captures those effects "
+                    "itself and decides whether a call may run again"
+                )
         return self
 
     def to_manifest(self) -> Manifest:
@@ -408,7 +425,9 @@ def _tool(model: _ToolModel) -> ToolSpec:
         )
         for name, p in model.params.items()
     )
-    return ToolSpec(model.name, model.description, ToolRisk[model.risk], params)
+    return ToolSpec(
+        model.name, model.description, ToolRisk[model.risk], params, repeatable=model.repeatable
+    )
 
 
 def _problems(exc: ValidationError) -> list[str]:
@@ -483,7 +502,11 @@ def _tool_to_proto(tool: ToolSpec) -> pb.ToolDescriptor:
             msg.maximum = p.maximum
         params.append(msg)
     return pb.ToolDescriptor(
-        name=tool.name, description=tool.description, risk=risk_to_proto(tool.risk), params=params
+        name=tool.name,
+        description=tool.description,
+        risk=risk_to_proto(tool.risk),
+        params=params,
+        repeatable=tool.repeatable,
     )
 
 
@@ -515,9 +538,15 @@ def _proto_to_mapping(msg: pb.PluginManifest) -> dict[str, object]:
                 param["maximum"] = p.maximum
             params[p.name] = param
         risk = risk_from_proto(t.risk)
-        tools.append(
-            {"name": t.name, "description": t.description, "risk": risk.name, "params": params}
-        )
+        tool: dict[str, object] = {
+            "name": t.name,
+            "description": t.description,
+            "risk": risk.name,
+            "params": params,
+        }
+        if t.repeatable:
+            tool["repeatable"] = True
+        tools.append(tool)
     limits: dict[str, object] = {"max_concurrent_calls": msg.limits.max_concurrent_calls}
     if msg.limits.memory_bytes:
         limits["memory_mib"] = msg.limits.memory_bytes >> 20

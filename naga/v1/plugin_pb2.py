@@ -26,51 +26,51 @@ from naga.v1 import agent_pb2 as naga_dot_v1_dot_agent__pb2
 from naga.v1 import model_pb2 as naga_dot_v1_dot_model__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14naga/v1/plugin.proto\x12\x07naga.v1\x1a\x13naga/v1/agent.proto\x1a\x13naga/v1/model.proto\"\xba\x01\n\tToolParam\x12\x0c\n\x04name\x18\x01 \x01(\t\x12 \n\x04type\x18\x02 \x01(\x0e\x32\x12.naga.v1.ParamType\x12\x10\n\x08required\x18\x03 \x01(\x08\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x12\n\nmax_length\x18\x05 \x01(\r\x12\x14\n\x07minimum\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12\x14\n\x07maximum\x18\x07 \x01(\x01H\x01\x88\x01\x01\x42\n\n\x08_minimumB\n\n\x08_maximum\"x\n\x0eToolDescriptor\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x1f\n\x04risk\x18\x03 \x01(\x0e\x32\x11.naga.v1.ToolRisk\x12\"\n\x06params\x18\x04 \x03(\x0b\x32\x12.naga.v1.ToolParam\"(\n\nEgressHost\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0c\n\x04port\x18\x02 \x01(\r\"[\n\x0cPluginLimits\x12\x14\n\x0cmemory_bytes\x18\x01 \x01(\x04\x12\x17\n\x0f\x63\x61ll_timeout_ms\x18\x02 \x01(\r\x12\x1c\n\x14max_concurrent_calls\x18\x03 \x01(\r\"\x80\x02\n\x0ePluginManifest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12!\n\x04kind\x18\x03 \x01(\x0e\x32\x13.naga.v1.PluginKind\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\r\n\x05\x65ntry\x18\x05 \x01(\t\x12&\n\x05tools\x18\x06 \x03(\x0b\x32\x17.naga.v1.ToolDescriptor\x12\x14\n\x0c\x63\x61pabilities\x18\x07 \x03(\t\x12#\n\x06\x65gress\x18\x08 \x03(\x0b\x32\x13.naga.v1.EgressHost\x12%\n\x06limits\x18\t \x01(\x0b\x32\x15.naga.v1.PluginLimits\"a\n\x05Hello\x12)\n\x08manifest\x18\x01 \x01(\x0b\x32\x17.naga.v1.PluginManifest\x12\x13\n\x0bsdk_version\x18\x02 \x01(\r\x12\x18\n\x10protocol_version\x18\x03 \x01(\r\"\xbb\x01\n\x06Invoke\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65\x61\x64line_ms\x18\x04 \x01(\r\x12,\n\x0c\x65xecutor_job\x18\x05 \x01(\x0b\x32\x14.naga.v1.ExecutorJobH\x00\x12,\n\x0c\x63hat_request\x18\x06 \x01(\x0b\x32\x14.naga.v1.ChatRequestH\x00\x42\t\n\x07payload\"\xa1\x01\n\x06Result\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\x13\n\x0bresult_json\x18\x02 \x01(\t\x12\x34\n\x10\x65xecutor_outcome\x18\x03 \x01(\x0b\x32\x18.naga.v1.ExecutorOutcomeH\x00\x12\x30\n\x0eprovider_reply\x18\x04 \x01(\x0b\x32\x16.naga.v1.ProviderReplyH\x00\x42\t\n\x07payload\"S\n\tToolError\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12$\n\x04kind\x18\x02 \x01(\x0e\x32\x16.naga.v1.ToolErrorKind\x12\x0f\n\x07message\x18\x03 \x01(\t\")\n\x08Progress\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\x0c\n\x04text\x18\x02 \x01(\t\"\x15\n\x04Ping\x12\r\n\x05nonce\x18\x01 \x01(\x04\"\x15\n\x04Pong\x12\r\n\x05nonce\x18\x01 \x01(\x04\"\x1a\n\x08Shutdown\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\xaa\x01\n\x0c\x43oreToPlugin\x12!\n\x06invoke\x18\x01 \x01(\x0b\x32\x0f.naga.v1.InvokeH\x00\x12\x1d\n\x04ping\x18\x02 \x01(\x0b\x32\r.naga.v1.PingH\x00\x12%\n\x08shutdown\x18\x03 \x01(\x0b\x32\x11.naga.v1.ShutdownH\x00\x12(\n\x07renewal\x18\x04 \x01(\x0b\x32\x15.naga.v1.TokenRenewalH\x00\x42\x07\n\x05\x66rame\"\x1d\n\x0cTokenRenewal\x12\r\n\x05token\x18\x01 \x01(\x0c\"\xc6\x01\n\x0cPluginToCore\x12\x1f\n\x05hello\x18\x01 \x01(\x0b\x32\x0e.naga.v1.HelloH\x00\x12!\n\x06result\x18\x02 \x01(\x0b\x32\x0f.naga.v1.ResultH\x00\x12#\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x12.naga.v1.ToolErrorH\x00\x12\x1d\n\x04pong\x18\x04 \x01(\x0b\x32\r.naga.v1.PongH\x00\x12%\n\x08progress\x18\x05 \x01(\x0b\x32\x11.naga.v1.ProgressH\x00\x42\x07\n\x05\x66rame*x\n\nPluginKind\x12\x1b\n\x17PLUGIN_KIND_UNSPECIFIED\x10\x00\x12\x17\n\x13PLUGIN_KIND_CHANNEL\x10\x01\x12\x1e\n\x1aPLUGIN_KIND_MODEL_PROVIDER\x10\x02\x12\x14\n\x10PLUGIN_KIND_TOOL\x10\x03*\x7f\n\x08ToolRisk\x12\x19\n\x15TOOL_RISK_UNSPECIFIED\x10\x00\x12\x10\n\x0cTOOL_RISK_R0\x10\x01\x12\x10\n\x0cTOOL_RISK_R1\x10\x02\x12\x10\n\x0cTOOL_RISK_R2\x10\x03\x12\x10\n\x0cTOOL_RISK_R3\x10\x04\x12\x10\n\x0cTOOL_RISK_R4\x10\x05*\x85\x01\n\tParamType\x12\x1a\n\x16PARAM_TYPE_UNSPECIFIED\x10\x00\x12\x15\n\x11PARAM_TYPE_STRING\x10\x01\x12\x16\n\x12PARAM_TYPE_INTEGER\x10\x02\x12\x15\n\x11PARAM_TYPE_NUMBER\x10\x03\x12\x16\n\x12PARAM_TYPE_BOOLEAN\x10\x04*\xb3\x01\n\rToolErrorKind\x12\x1f\n\x1bTOOL_ERROR_KIND_UNSPECIFIED\x10\x00\x12%\n!TOOL_ERROR_KIND_INVALID_ARGUMENTS\x10\x01\x12\x1a\n\x16TOOL_ERROR_KIND_FAILED\x10\x02\x12 \n\x1cTOOL_ERROR_KIND_UNKNOWN_TOOL\x10\x03\x12\x1c\n\x18TOOL_ERROR_KIND_INTERNAL\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14naga/v1/plugin.proto\x12\x07naga.v1\x1a\x13naga/v1/agent.proto\x1a\x13naga/v1/model.proto\"\xba\x01\n\tToolParam\x12\x0c\n\x04name\x18\x01 \x01(\t\x12 \n\x04type\x18\x02 \x01(\x0e\x32\x12.naga.v1.ParamType\x12\x10\n\x08required\x18\x03 \x01(\x08\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x12\n\nmax_length\x18\x05 \x01(\r\x12\x14\n\x07minimum\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12\x14\n\x07maximum\x18\x07 \x01(\x01H\x01\x88\x01\x01\x42\n\n\x08_minimumB\n\n\x08_maximum\"\x8c\x01\n\x0eToolDescriptor\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x1f\n\x04risk\x18\x03 \x01(\x0e\x32\x11.naga.v1.ToolRisk\x12\"\n\x06params\x18\x04 \x03(\x0b\x32\x12.naga.v1.ToolParam\x12\x12\n\nrepeatable\x18\x05 \x01(\x08\"(\n\nEgressHost\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0c\n\x04port\x18\x02 \x01(\r\"[\n\x0cPluginLimits\x12\x14\n\x0cmemory_bytes\x18\x01 \x01(\x04\x12\x17\n\x0f\x63\x61ll_timeout_ms\x18\x02 \x01(\r\x12\x1c\n\x14max_concurrent_calls\x18\x03 \x01(\r\"\x80\x02\n\x0ePluginManifest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12!\n\x04kind\x18\x03 \x01(\x0e\x32\x13.naga.v1.PluginKind\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\r\n\x05\x65ntry\x18\x05 \x01(\t\x12&\n\x05tools\x18\x06 \x03(\x0b\x32\x17.naga.v1.ToolDescriptor\x12\x14\n\x0c\x63\x61pabilities\x18\x07 \x03(\t\x12#\n\x06\x65gress\x18\x08 \x03(\x0b\x32\x13.naga.v1.EgressHost\x12%\n\x06limits\x18\t \x01(\x0b\x32\x15.naga.v1.PluginLimits\"a\n\x05Hello\x12)\n\x08manifest\x18\x01 \x01(\x0b\x32\x17.naga.v1.PluginManifest\x12\x13\n\x0bsdk_version\x18\x02 \x01(\r\x12\x18\n\x10protocol_version\x18\x03 \x01(\r\"\xbb\x01\n\x06Invoke\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65\x61\x64line_ms\x18\x04 \x01(\r\x12,\n\x0c\x65xecutor_job\x18\x05 \x01(\x0b\x32\x14.naga.v1.ExecutorJobH\x00\x12,\n\x0c\x63hat_request\x18\x06 \x01(\x0b\x32\x14.naga.v1.ChatRequestH\x00\x42\t\n\x07payload\"\xa1\x01\n\x06Result\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\x13\n\x0bresult_json\x18\x02 \x01(\t\x12\x34\n\x10\x65xecutor_outcome\x18\x03 \x01(\x0b\x32\x18.naga.v1.ExecutorOutcomeH\x00\x12\x30\n\x0eprovider_reply\x18\x04 \x01(\x0b\x32\x16.naga.v1.ProviderReplyH\x00\x42\t\n\x07payload\"S\n\tToolError\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12$\n\x04kind\x18\x02 \x01(\x0e\x32\x16.naga.v1.ToolErrorKind\x12\x0f\n\x07message\x18\x03 \x01(\t\")\n\x08Progress\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\x0c\n\x04text\x18\x02 \x01(\t\"\x15\n\x04Ping\x12\r\n\x05nonce\x18\x01 \x01(\x04\"\x15\n\x04Pong\x12\r\n\x05nonce\x18\x01 \x01(\x04\"\x1a\n\x08Shutdown\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\xaa\x01\n\x0c\x43oreToPlugin\x12!\n\x06invoke\x18\x01 \x01(\x0b\x32\x0f.naga.v1.InvokeH\x00\x12\x1d\n\x04ping\x18\x02 \x01(\x0b\x32\r.naga.v1.PingH\x00\x12%\n\x08shutdown\x18\x03 \x01(\x0b\x32\x11.naga.v1.ShutdownH\x00\x12(\n\x07renewal\x18\x04 \x01(\x0b\x32\x15.naga.v1.TokenRenewalH\x00\x42\x07\n\x05\x66rame\"\x1d\n\x0cTokenRenewal\x12\r\n\x05token\x18\x01 \x01(\x0c\"\xc6\x01\n\x0cPluginToCore\x12\x1f\n\x05hello\x18\x01 \x01(\x0b\x32\x0e.naga.v1.HelloH\x00\x12!\n\x06result\x18\x02 \x01(\x0b\x32\x0f.naga.v1.ResultH\x00\x12#\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x12.naga.v1.ToolErrorH\x00\x12\x1d\n\x04pong\x18\x04 \x01(\x0b\x32\r.naga.v1.PongH\x00\x12%\n\x08progress\x18\x05 \x01(\x0b\x32\x11.naga.v1.ProgressH\x00\x42\x07\n\x05\x66rame*x\n\nPluginKind\x12\x1b\n\x17PLUGIN_KIND_UNSPECIFIED\x10\x00\x12\x17\n\x13PLUGIN_KIND_CHANNEL\x10\x01\x12\x1e\n\x1aPLUGIN_KIND_MODEL_PROVIDER\x10\x02\x12\x14\n\x10PLUGIN_KIND_TOOL\x10\x03*\x7f\n\x08ToolRisk\x12\x19\n\x15TOOL_RISK_UNSPECIFIED\x10\x00\x12\x10\n\x0cTOOL_RISK_R0\x10\x01\x12\x10\n\x0cTOOL_RISK_R1\x10\x02\x12\x10\n\x0cTOOL_RISK_R2\x10\x03\x12\x10\n\x0cTOOL_RISK_R3\x10\x04\x12\x10\n\x0cTOOL_RISK_R4\x10\x05*\x85\x01\n\tParamType\x12\x1a\n\x16PARAM_TYPE_UNSPECIFIED\x10\x00\x12\x15\n\x11PARAM_TYPE_STRING\x10\x01\x12\x16\n\x12PARAM_TYPE_INTEGER\x10\x02\x12\x15\n\x11PARAM_TYPE_NUMBER\x10\x03\x12\x16\n\x12PARAM_TYPE_BOOLEAN\x10\x04*\xb3\x01\n\rToolErrorKind\x12\x1f\n\x1bTOOL_ERROR_KIND_UNSPECIFIED\x10\x00\x12%\n!TOOL_ERROR_KIND_INVALID_ARGUMENTS\x10\x01\x12\x1a\n\x16TOOL_ERROR_KIND_FAILED\x10\x02\x12 \n\x1cTOOL_ERROR_KIND_UNKNOWN_TOOL\x10\x03\x12\x1c\n\x18TOOL_ERROR_KIND_INTERNAL\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'naga.v1.plugin_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PLUGINKIND']._serialized_start=1840
-  _globals['_PLUGINKIND']._serialized_end=1960
-  _globals['_TOOLRISK']._serialized_start=1962
-  _globals['_TOOLRISK']._serialized_end=2089
-  _globals['_PARAMTYPE']._serialized_start=2092
-  _globals['_PARAMTYPE']._serialized_end=2225
-  _globals['_TOOLERRORKIND']._serialized_start=2228
-  _globals['_TOOLERRORKIND']._serialized_end=2407
+  _globals['_PLUGINKIND']._serialized_start=1861
+  _globals['_PLUGINKIND']._serialized_end=1981
+  _globals['_TOOLRISK']._serialized_start=1983
+  _globals['_TOOLRISK']._serialized_end=2110
+  _globals['_PARAMTYPE']._serialized_start=2113
+  _globals['_PARAMTYPE']._serialized_end=2246
+  _globals['_TOOLERRORKIND']._serialized_start=2249
+  _globals['_TOOLERRORKIND']._serialized_end=2428
   _globals['_TOOLPARAM']._serialized_start=76
   _globals['_TOOLPARAM']._serialized_end=262
-  _globals['_TOOLDESCRIPTOR']._serialized_start=264
-  _globals['_TOOLDESCRIPTOR']._serialized_end=384
-  _globals['_EGRESSHOST']._serialized_start=386
-  _globals['_EGRESSHOST']._serialized_end=426
-  _globals['_PLUGINLIMITS']._serialized_start=428
-  _globals['_PLUGINLIMITS']._serialized_end=519
-  _globals['_PLUGINMANIFEST']._serialized_start=522
-  _globals['_PLUGINMANIFEST']._serialized_end=778
-  _globals['_HELLO']._serialized_start=780
-  _globals['_HELLO']._serialized_end=877
-  _globals['_INVOKE']._serialized_start=880
-  _globals['_INVOKE']._serialized_end=1067
-  _globals['_RESULT']._serialized_start=1070
-  _globals['_RESULT']._serialized_end=1231
-  _globals['_TOOLERROR']._serialized_start=1233
-  _globals['_TOOLERROR']._serialized_end=1316
-  _globals['_PROGRESS']._serialized_start=1318
-  _globals['_PROGRESS']._serialized_end=1359
-  _globals['_PING']._serialized_start=1361
-  _globals['_PING']._serialized_end=1382
-  _globals['_PONG']._serialized_start=1384
-  _globals['_PONG']._serialized_end=1405
-  _globals['_SHUTDOWN']._serialized_start=1407
-  _globals['_SHUTDOWN']._serialized_end=1433
-  _globals['_CORETOPLUGIN']._serialized_start=1436
-  _globals['_CORETOPLUGIN']._serialized_end=1606
-  _globals['_TOKENRENEWAL']._serialized_start=1608
-  _globals['_TOKENRENEWAL']._serialized_end=1637
-  _globals['_PLUGINTOCORE']._serialized_start=1640
-  _globals['_PLUGINTOCORE']._serialized_end=1838
+  _globals['_TOOLDESCRIPTOR']._serialized_start=265
+  _globals['_TOOLDESCRIPTOR']._serialized_end=405
+  _globals['_EGRESSHOST']._serialized_start=407
+  _globals['_EGRESSHOST']._serialized_end=447
+  _globals['_PLUGINLIMITS']._serialized_start=449
+  _globals['_PLUGINLIMITS']._serialized_end=540
+  _globals['_PLUGINMANIFEST']._serialized_start=543
+  _globals['_PLUGINMANIFEST']._serialized_end=799
+  _globals['_HELLO']._serialized_start=801
+  _globals['_HELLO']._serialized_end=898
+  _globals['_INVOKE']._serialized_start=901
+  _globals['_INVOKE']._serialized_end=1088
+  _globals['_RESULT']._serialized_start=1091
+  _globals['_RESULT']._serialized_end=1252
+  _globals['_TOOLERROR']._serialized_start=1254
+  _globals['_TOOLERROR']._serialized_end=1337
+  _globals['_PROGRESS']._serialized_start=1339
+  _globals['_PROGRESS']._serialized_end=1380
+  _globals['_PING']._serialized_start=1382
+  _globals['_PING']._serialized_end=1403
+  _globals['_PONG']._serialized_start=1405
+  _globals['_PONG']._serialized_end=1426
+  _globals['_SHUTDOWN']._serialized_start=1428
+  _globals['_SHUTDOWN']._serialized_end=1454
+  _globals['_CORETOPLUGIN']._serialized_start=1457
+  _globals['_CORETOPLUGIN']._serialized_end=1627
+  _globals['_TOKENRENEWAL']._serialized_start=1629
+  _globals['_TOKENRENEWAL']._serialized_end=1658
+  _globals['_PLUGINTOCORE']._serialized_start=1661
+  _globals['_PLUGINTOCORE']._serialized_end=1859
 # @@protoc_insertion_point(module_scope)

@@ -228,10 +228,16 @@ class ToolDescriptor(_message.Message):
     DESCRIPTION_FIELD_NUMBER: _builtins.int
     RISK_FIELD_NUMBER: _builtins.int
     PARAMS_FIELD_NUMBER: _builtins.int
+    REPEATABLE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Dotted lowercase name, e.g. "notes.write"; at most 64 characters."""
     description: _builtins.str
     risk: Global___ToolRisk.ValueType
+    repeatable: _builtins.bool
+    """Declared safe to run again after a crash of the core (a read over the
+    network such as an HTTP GET): a call in flight at the crash is re-run
+    instead of ending its turn (docs/design/plugins.md, "repeatable").
+    """
     @_builtins.property
     def params(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolParam]:
         """In the manifest's order."""
@@ -243,10 +249,11 @@ class ToolDescriptor(_message.Message):
         description: _builtins.str = ...,
         risk: Global___ToolRisk.ValueType = ...,
         params: _abc.Iterable[Global___ToolParam] | None = ...,
+        repeatable: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "name", b"name", "params", b"params", "risk", b"risk"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "name", b"name", "params", b"params", "repeatable", b"repeatable", "risk", b"risk"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

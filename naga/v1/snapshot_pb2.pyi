@@ -184,6 +184,7 @@ class OpenTurnImage(_message.Message):
     TOOLS_FIELD_NUMBER: _builtins.int
     RESUMED_FIELD_NUMBER: _builtins.int
     CALLS_FIELD_NUMBER: _builtins.int
+    STEP_SEQS_FIELD_NUMBER: _builtins.int
     session: _builtins.str
     turn_id: _builtins.str
     key: _builtins.str
@@ -205,6 +206,13 @@ class OpenTurnImage(_message.Message):
         (absent in an image older than them: such a turn is not re-run).
         """
 
+    @_builtins.property
+    def step_seqs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The seqs of its recorded steps, in order: each answered model call
+        (turn.model) and each tool result (turn.tool); a re-run resumes from
+        them (docs/adr/0042-recover13b-resume.md).
+        """
+
     def __init__(
         self,
         *,
@@ -222,10 +230,11 @@ class OpenTurnImage(_message.Message):
         tools: _abc.Iterable[_builtins.str] | None = ...,
         resumed: _builtins.int = ...,
         calls: _abc.Iterable[Global___OpenToolCall] | None = ...,
+        step_seqs: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["calls", b"calls", "key", b"key", "message_seq", b"message_seq", "mode", b"mode", "model_calls", b"model_calls", "peer", b"peer", "resumed", b"resumed", "risk", b"risk", "session", b"session", "steering", b"steering", "text", b"text", "tools", b"tools", "trust", b"trust", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calls", b"calls", "key", b"key", "message_seq", b"message_seq", "mode", b"mode", "model_calls", b"model_calls", "peer", b"peer", "resumed", b"resumed", "risk", b"risk", "session", b"session", "steering", b"steering", "step_seqs", b"step_seqs", "text", b"text", "tools", b"tools", "trust", b"trust", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -351,8 +360,13 @@ class OpenToolCall(_message.Message):
     CALL_ID_FIELD_NUMBER: _builtins.int
     TOOL_FIELD_NUMBER: _builtins.int
     LINK_SEQS_FIELD_NUMBER: _builtins.int
+    ANSWERED_FIELD_NUMBER: _builtins.int
     call_id: _builtins.str
     tool: _builtins.str
+    answered: _builtins.bool
+    """Its turn.tool record is durable: the model was answered, and a
+    re-run replays that answer instead of calling it again.
+    """
     @_builtins.property
     def link_seqs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     def __init__(
@@ -361,10 +375,11 @@ class OpenToolCall(_message.Message):
         call_id: _builtins.str = ...,
         tool: _builtins.str = ...,
         link_seqs: _abc.Iterable[_builtins.int] | None = ...,
+        answered: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["call_id", b"call_id", "link_seqs", b"link_seqs", "tool", b"tool"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answered", b"answered", "call_id", b"call_id", "link_seqs", b"link_seqs", "tool", b"tool"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

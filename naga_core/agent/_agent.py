@@ -29,6 +29,7 @@ from naga.tokens import Risk
 from naga.trust import TrustLevel, UnknownTrustLevel
 from naga.v1 import agent_pb2 as apb
 from naga.v1 import turn_pb2 as tpb
+from naga_core._store import blob_store
 from naga_core.agent import _recover
 from naga_core.agent import _sessions as rec
 from naga_core.agent._admit import known_turn, read_back, turn_trust
@@ -57,7 +58,7 @@ from naga_core.agent._memory_tools import offered as memory_tools
 from naga_core.agent._memory_tools import offered_names as memory_tool_names
 from naga_core.agent._prompt import Budget, Fitted
 from naga_core.agent._prompt import build as build_prompt
-from naga_core.agent._results import READ_RESULT_SPEC
+from naga_core.agent._results import READ_RESULT_SPEC, Stored
 from naga_core.agent._rewind import Rewind
 from naga_core.agent._sealing import record_subject, reopen_turns
 from naga_core.agent._skill_use import SkillUse
@@ -187,12 +188,17 @@ class Agent:
             self.skills.usage = fold.usage.copy()
         # On the loop, before the bridge serves: nothing debits meanwhile.
         self._sweep(fold.token_expiries(spent_ids(self.core.kernel)))
-        # A re-run's started tool calls' workspace effects are undone first.
+        # The fold keeps records sealed: the texts and recorded steps of the
+        # turns that may be re-run are read back and opened here.
+        found = fold.open.found()
+        again = [t for t in found if t.why_resumed() is None]
+        blobs = blob_store(self.core.home)
+        await trio.to_thread.run_sync(
+            reopen_turns, self.memory.sealer, self.core.ledger, again, blobs
+        )
+        # A re-run's tool calls in flight have their workspace effects undone first.
         rewind = Rewind(self.core, self.plugins, self.tools.workspace)
-        plan = [(t, rewind.prepare(t)) for t in fold.open.found()]
-        # The fold keeps records sealed: the re-runs' texts are opened here.
-        opened = [t for t, why in plan if why is None]
-        await trio.to_thread.run_sync(reopen_turns, self.memory.sealer, self.core.ledger, opened)
+        plan = [(t, rewind.prepare(t)) for t in found]
         for turn, why in plan:
             if why is not None:
                 self._stage(rec.ERROR, _recover.ended_record(turn, why))
@@ -265,6 +271,9 @@ class Agent:
         accepted = tpb.TurnAccepted(message_seq=running.message_seq, turn_id=running.id)
         running.emit(tpb.TurnEvent(accepted=accepted))
         running.steering = list(turn.steering)
+        # It goes on from its recorded steps (docs/adr/0042-recover13b-resume.md).
+        running.resume = list(turn.replay)
+        running.stored = {c: Stored(d, n) for c, (d, n) in turn.stored.items()}
         self.running[running.id] = running
         # Its lane, rebuilt in message order.
         waiting = self._admission.arrive(running, turn.mode, turn.text)
@@ -614,7 +623,7 @@ class Agent:
             turn_id=running.id,
             token=token.to_bytes(),
             core_socket=self.core.socket,
-            messages=fitted.messages,
+            messages=[*fitted.messages, *running.resume],
             tools=specs,
             max_steps=self.core.settings.get_int("agent.max_steps"),
             max_tokens=self.config.max_tokens,

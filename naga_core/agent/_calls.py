@@ -20,6 +20,7 @@ from naga_core.agent._core import Caller, Core, authority_of
 from naga_core.agent._core_tools import CoreTools, TurnView
 from naga_core.agent._errors import AgentError, NoModelProvider, TurnConflict
 from naga_core.agent._memory_tools import TOOLS as MEMORY_TOOLS
+from naga_core.agent._memory_tools import WRITE_TOOL as MEMORY_WRITE
 from naga_core.agent._memory_tools import MemoryTools
 from naga_core.agent._memory_tools import subject as memory_subject
 from naga_core.agent._prompt import fit_request
@@ -314,6 +315,11 @@ class ExecutorCalls:
                     ok=done.ok, result_json=done.result_json, error=done.error
                 )
         elif req.tool in MEMORY_TOOLS:  # the core's own, gated by the turn's trust
+            if req.tool == MEMORY_WRITE:
+                # Durable before it runs, as any tool with an effect: a start
+                # after a crash knows the write may have taken effect.
+                self._stage(TOOL_CALL, _tool_intent(running, req, started), ())
+                await self._settle()
             answer = await self.memory.call(running, req, self._settle)
         elif req.tool == VIEW_TOOL and self.skills is not None:  # the core's own, R0
             answer = self.skills.view(running, req.arguments_json)

@@ -5,15 +5,19 @@ A turn is open when its ``turn.message`` is in the ledger and neither a
 ``turn.reply`` nor a ``turn.error`` followed. The message may have been
 acknowledged, so the turn must end, with one reply or one recorded error:
 
-* not re-run before, and every tool call it started either read-only (R0)
-  or a captured workspace write (its effect undone first, by the kernel's
-  inverse, naga_core.agent._rewind): it runs again from its message (the
-  model is asked again: at most once more, because a ``turn.resumed``
-  record is made durable before the re-run, and a turn seen resumed at a
-  later start is not run a third time);
-* a tool call started whose effect Naga cannot undo: it ends with a
-  recorded error (kind INTERRUPTED) naming the call, so that tool never
-  runs twice;
+* not re-run before, and every tool call in flight at the stop (an intent
+  record, no answer) one that may run again (R0, declared ``repeatable``, a
+  captured workspace write whose effect is undone first by the kernel's
+  inverse, the core's reads and ``memory.write``: naga_core.agent._rewind):
+  it is resumed from its recorded steps (docs/adr/0042-recover13b-resume.md):
+  the model's answers and the tools' results go back into its context, a
+  call with a recorded answer never runs again, and the model is asked
+  again only for the step it was in (at most once more, because a
+  ``turn.resumed`` record is made durable before the re-run, and a turn
+  seen resumed at a later start is not run a third time);
+* a call in flight whose effect Naga can neither undo nor repeat: it ends
+  with a recorded error (kind INTERRUPTED) naming the call, so that tool
+  never runs twice;
 * already resumed once: it ends with a recorded error too.
 
 The start itself becomes one kernel note (``naga history``): that the core
@@ -29,6 +33,7 @@ from dataclasses import dataclass, field
 from google.protobuf.message import DecodeError
 
 from naga.v1 import agent_pb2 as apb
+from naga.v1 import model_pb2 as mpb
 from naga.v1 import turn_pb2 as tpb
 from naga_core.agent import _sessions as rec
 from naga_core.ledger import Record
@@ -53,6 +58,8 @@ class OpenCall:
     tool: str
     #: seqs of its ``turn.tool_effect`` records
     links: list[int] = field(default_factory=list[int])
+    #: its ``turn.tool`` record is durable: a re-run replays the answer
+    answered: bool = False
 
 
 @dataclass(slots=True)
@@ -80,6 +87,22 @@ class OpenTurn:
     calls: dict[str, OpenCall] = field(default_factory=dict[str, OpenCall])
     #: what this start undid before re-running it, for its note
     undone: list[str] = field(default_factory=list[str])
+    #: seqs of its recorded steps in order: each answered model call
+    #: (``turn.model``, not failed) and each tool result (``turn.tool``)
+    steps: list[int] = field(default_factory=list[int])
+    #: the steps as the model saw them, read back before a re-run
+    #: (naga_core.agent._sealing.reopen_turns): the resumed context
+    replay: list[mpb.ChatMessage] = field(default_factory=list[mpb.ChatMessage])
+    #: results stored whole as blobs (call id -> digest, bytes), for turn.read_result
+    stored: dict[str, tuple[bytes, int]] = field(default_factory=dict[str, tuple[bytes, int]])
+    #: why its steps could not be read back (it is then not re-run)
+    unreadable: str = ""
+
+    @property
+    def pending(self) -> list[OpenCall]:
+        """The calls that started and whose answer is not recorded: the ones
+        a re-run runs again (the answered ones are replayed)."""
+        return [c for c in self.calls.values() if not c.answered]
 
     @property
     def tool_calls(self) -> int:
@@ -139,8 +162,14 @@ class OpenTurns:
             turn.steering.append(body.text)
         elif kind == rec.MODEL:
             turn.model_calls += 1
-        elif kind == TOOL_CALL or (kind == rec.TOOL and body.ok):
-            # A refused call has neither: nothing ran.
+            if not body.failed:
+                turn.steps.append(record.seq)
+        elif kind == rec.TOOL:
+            turn.steps.append(record.seq)
+            # A refused call had no intent record: nothing ran.
+            if body.ok or (body.call_id and body.call_id in turn.calls):
+                turn.started(body.call_id or f"seq-{record.seq}", body.tool).answered = True
+        elif kind == TOOL_CALL:
             turn.started(body.call_id or f"seq-{record.seq}", body.tool)
         elif kind == TOOL_EFFECT:
             call = turn.started(body.call_id or f"seq-{record.seq}", body.tool)

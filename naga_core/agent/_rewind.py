@@ -1,22 +1,26 @@
-"""At start, before an open turn whose tool calls had started is re-run:
-may it be, and what must be undone first (docs/adr/0033-recover13-tool-undo.md).
+"""At start, before an open turn is resumed: may it be, and what must be
+undone first (docs/adr/0033-recover13-tool-undo.md, 0042-recover13b-resume.md).
 
-A started call is re-run safely when repeating it changes nothing a single
-run would not:
+A call whose answer is recorded is replayed, never run again; the calls
+that matter are those in flight at the stop (an intent record, no answer),
+which the resumed turn runs again. That is safe when repeating it changes
+nothing a single run would not:
 
-* its tool is declared read-only (R0): it changed nothing;
+* its tool is declared read-only (R0), or ``repeatable`` in its manifest
+  (web.fetch: a GET), or is one of the core's reads or ``memory.write``
+  (a text the subject already holds adds nothing);
 * its tool belongs to a plugin whose only capability is ``workspace``: such
   a plugin sees the workspace read-only and only describes its writes; the
   core captured them as one effect with an inverse (naga_core.workspace),
   linked to the call by the ``turn.tool_effect`` record staged right before
   it. That effect, if the crash left it journaled, is undone first through
   the kernel (:meth:`naga_core.kernel.Kernel.revert`, a ledger entry of its
-  own), last call first, so the re-run starts from the tree the turn found.
+  own), so the call runs again on the tree it found.
 
-Anything else (a shell command, a web fetch, a plugin with egress, the
-core's own tools, a tool no longer installed) may have changed something
-Naga cannot take back: the turn ends with an INTERRUPTED error naming the
-call and why, and the tool never runs twice.
+Anything else (a shell command, a plugin's R1+ tool not declared
+repeatable, the core's job.create, a tool no longer installed) may have
+changed something Naga cannot take back: the turn ends with an INTERRUPTED
+error naming the call and why, and the tool never runs twice.
 
 The undo looks before it acts: each path of the effect must still be what
 the effect left (else a later effect built on it, and the turn ends with
@@ -37,6 +41,10 @@ from naga_core.workspace import Workspace
 
 #: The one capability whose writes the core captures with an inverse.
 _CAPTURED = frozenset({"workspace"})
+#: The core's own tools a call in flight at a stop may run again: reads,
+#: and memory.write, which adds nothing when the subject already holds the
+#: same text (MemoryStore.duplicate) and is resumed with the same arguments.
+CORE_REPEATABLE = frozenset({"memory.search", "memory.write", "turn.read_result", "skill.view"})
 
 
 class Rewind:
@@ -64,8 +72,10 @@ class Rewind:
         return self._specs.get(tool)
 
     def prepare(self, turn: OpenTurn) -> str | None:
-        """None if ``turn`` is re-run (its effects undone now, named in
-        ``turn.undone``); else the error it ends with."""
+        """None if ``turn`` is re-run (its pending calls' effects undone now,
+        named in ``turn.undone``); else the error it ends with. A call whose
+        answer is recorded is not run again: the re-run replays its answer
+        (``turn.replay``), so only the calls in flight at the stop matter."""
         resumed = turn.why_resumed()
         if resumed is not None:
             return resumed
@@ -75,7 +85,12 @@ class Rewind:
                 "call(s) a start-up image recorded without their tools; it is not run again, "
                 "so no tool runs twice: send the message again to go on"
             )
-        calls = sorted(turn.calls.values(), key=lambda c: c.links[-1] if c.links else -1)
+        if turn.unreadable:
+            return (
+                f"the core stopped during this turn and {turn.unreadable}, so it cannot go "
+                "on from there; it is not run again: send the message again to go on"
+            )
+        calls = sorted(turn.pending, key=lambda c: c.links[-1] if c.links else -1)
         for call in calls:
             why = self.why_not_repeated(call)
             if why is not None:
@@ -89,6 +104,8 @@ class Rewind:
 
     def why_not_repeated(self, call: OpenCall) -> str | None:
         """None if ``call`` may run again (after its undo); else why not."""
+        if call.tool in CORE_REPEATABLE:
+            return None
         found = self._spec(call.tool)
         head = f"the core stopped during tool call {call.call_id} ({call.tool or 'unknown tool'})"
         tail = "it is not run again, so it never runs twice: send the message again to go on"
@@ -96,13 +113,13 @@ class Rewind:
             return f"{head}, a tool whose effects Naga does not capture; {tail}"
         spec, capabilities = found
         risk = Risk(int(spec.risk))
-        if risk is Risk.R0:
+        if risk is Risk.R0 or spec.repeatable:
             return None
         if capabilities and capabilities <= _CAPTURED:
             return None
         return (
             f"{head}, a {risk.name} tool whose effects Naga cannot undo (it is neither "
-            f"read-only nor a captured workspace write); {tail}"
+            f"read-only, declared repeatable, nor a captured workspace write); {tail}"
         )
 
     def _undo(self, turn: OpenTurn, call: OpenCall, link: int) -> str | None:

@@ -16,10 +16,12 @@ from google.protobuf.message import DecodeError
 
 from naga.trust import TrustLevel, UnknownTrustLevel
 from naga.v1 import agent_pb2 as apb
+from naga.v1 import model_pb2 as mpb
 from naga_core.agent import _sessions as rec
 from naga_core.agent._recover import OpenTurn
 from naga_core.agent._turn import Running
-from naga_core.ledger import Ledger, Record
+from naga_core.errors import BlobError
+from naga_core.ledger import BlobStore, Ledger, Record
 from naga_core.memory import Sealer, subject_of
 
 
@@ -49,15 +51,21 @@ def open_record(sealer: Sealer, record: Record) -> apb.TurnRecord | None:
     return sealer.open_turn(record.kind, body)
 
 
-def reopen_turns(sealer: Sealer, ledger: Ledger, turns: Iterable[OpenTurn]) -> None:
+def reopen_turns(
+    sealer: Sealer, ledger: Ledger, turns: Iterable[OpenTurn], blobs: BlobStore | None = None
+) -> None:
     """Give the open turns a start re-runs their text back: the start-up
     fold keeps records sealed (its image is a file), so their message and
     steering texts are read from the ledger and opened (a forgotten one
-    reads as forgotten). Reads the disk: only after a stop left turns open."""
+    reads as forgotten); with ``blobs``, their recorded steps too, as the
+    model saw them (:func:`read_steps`). Reads the disk: only after a stop
+    left turns open."""
     for turn in turns:
         message = open_record(sealer, ledger.read(turn.message_seq))
         if message is not None and message.text:
             turn.text = message.text
+        if blobs is not None:
+            read_steps(sealer, ledger, blobs, turn)
         if not turn.steering:
             continue
         steers = [
@@ -71,4 +79,41 @@ def reopen_turns(sealer: Sealer, ledger: Ledger, turns: Iterable[OpenTurn]) -> N
             turn.steering = steers
 
 
-__all__ = ["open_record", "record_subject", "reopen_turns"]
+def read_steps(sealer: Sealer, ledger: Ledger, blobs: BlobStore, turn: OpenTurn) -> None:
+    """``turn.replay``: its recorded steps as the messages the model was
+    sent after the turn's message (each answered model call's assistant
+    message, each tool result), so a re-run resumes where it stopped
+    (docs/adr/0042-recover13b-resume.md); or ``turn.unreadable`` saying why
+    they cannot be (a forgotten subject, a missing blob)."""
+    out: list[mpb.ChatMessage] = []
+    for seq in turn.steps:
+        record = ledger.read(seq)
+        body = open_record(sealer, record)
+        if body is None or body.turn_id != turn.turn_id or body.forgotten:
+            turn.unreadable = f"its recorded step {seq} cannot be read back"
+            return
+        if record.kind == rec.MODEL:
+            try:
+                raw = sealer.open_blob(blobs.get(body.response_blob))
+                response = None if raw is None else mpb.ChatResponse.FromString(raw)
+            except (BlobError, DecodeError):
+                response = None
+            if response is None:
+                turn.unreadable = f"the model's answer of its recorded step {seq} cannot be read"
+                return
+            out.append(response.message)
+            continue
+        out.append(
+            mpb.ChatMessage(
+                role=mpb.ROLE_TOOL,
+                content=body.result_json if body.ok else body.error,
+                tool_call_id=body.call_id,
+                tool_error=not body.ok,
+            )
+        )
+        if body.result_blob:
+            turn.stored[body.call_id] = (body.result_blob, body.result_bytes)
+    turn.replay = out
+
+
+__all__ = ["open_record", "read_steps", "record_subject", "reopen_turns"]

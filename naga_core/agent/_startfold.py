@@ -132,9 +132,12 @@ class StartFold:
                     tools=sorted(t.tools),
                     resumed=t.resumed,
                     calls=[
-                        snpb.OpenToolCall(call_id=c.call_id, tool=c.tool, link_seqs=c.links)
+                        snpb.OpenToolCall(
+                            call_id=c.call_id, tool=c.tool, link_seqs=c.links, answered=c.answered
+                        )
                         for c in t.calls.values()
                     ],
+                    step_seqs=t.steps,
                 )
             )
         img.expiries.extend(
@@ -164,7 +167,12 @@ class StartFold:
         except ValueError as exc:
             raise FoldImageRejected(f"the agent image at seq {seq} is unusable: {exc}") from None
         for t in img.open_turns:
-            if t.message_seq > seq or not t.turn_id:
+            if (
+                t.message_seq > seq
+                or not t.turn_id
+                or any(not t.message_seq < s <= seq for s in t.step_seqs)
+                or list(t.step_seqs) != sorted(set(t.step_seqs))
+            ):
                 raise FoldImageRejected(f"the agent image at seq {seq} has a bad open turn")
             fold.open.add(
                 _recover.OpenTurn(
@@ -182,9 +190,12 @@ class StartFold:
                     tools=set(t.tools),
                     resumed=t.resumed,
                     calls={
-                        c.call_id: _recover.OpenCall(c.call_id, c.tool, list(c.link_seqs))
+                        c.call_id: _recover.OpenCall(
+                            c.call_id, c.tool, list(c.link_seqs), answered=c.answered
+                        )
                         for c in t.calls
                     },
+                    steps=list(t.step_seqs),
                 )
             )
         fold.expiries = {e.id: e.expires_at_ns for e in img.expiries}

@@ -19,6 +19,7 @@ import trio
 
 from naga.tokens import Risk
 from naga.trust import TrustLevel
+from naga.v1 import model_pb2 as mpb
 from naga.v1 import turn_pb2 as tpb
 from naga_core.agent._prompt import Budget
 from naga_core.agent._results import Stored
@@ -73,6 +74,9 @@ class Running:
         self.history: tuple[int, int] = (1, 1)
         #: Results of this turn stored whole as blobs, by call id.
         self.stored: dict[str, Stored] = {}
+        #: A re-run after a stop: the steps it had recorded, as the model
+        #: saw them, sent after its message (it resumes from them).
+        self.resume: list[mpb.ChatMessage] = []
         self._changed = trio.Event()
         self._text: list[str] = []
         self._ended = False

@@ -9,7 +9,7 @@ never by a sleep:
 
 * ``after``: the turn's tool calls answered and their workspace effects
   applied; the model's next request is held, and the kill comes while it
-  is;
+  is (the calls are replayed, nothing is undone);
 * ``in_tool``: the fs plugin process is stopped (SIGSTOP) before the turn,
   so its call blocks; the kill comes once the call's ``turn.tool_call``
   record is in the ledger.
@@ -17,13 +17,14 @@ never by a sleep:
 After the restart the sender resends its key, and: exactly one final
 answer, recorded once; the workspace is byte for byte what one clean run of
 the same turn leaves (a non-idempotent ``fs.edit`` among the calls: run
-twice without the undo it would differ); the start undid each applied
-effect through the kernel (a ledger entry naming the call) before the
-re-run; ``naga history`` names the interrupted turn, what was undone and
-that it was re-run; ``naga ledger verify`` passes.
+twice it would differ); the model is not asked again for the steps it
+answered; ``naga history`` names the interrupted turn and that it was
+re-run; ``naga ledger verify`` passes.
 
-A tool Naga cannot undo (``web.fetch``: R1, egress) ends the turn with an
-INTERRUPTED error naming the call and why, and is not run again.
+Since ADR 0042 the re-run resumes from the recorded steps: an answered
+call is replayed, not undone and run again, and the model is asked only
+for the step it was in. A call Naga can neither undo nor repeat, in flight
+at the kill, ends the turn INTERRUPTED: tests/crash/test_resume.py.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ import trio
 
 from naga.sdk import Client
 from naga.v1 import agent_pb2 as apb
-from naga.v1 import turn_pb2 as tpb
 from naga_core.workspace import tree_hash
 from tests.agent.conftest import write_providers
 from tests.crash.test_turn_recovery import TURN_S, Sender, model_server
@@ -158,11 +158,14 @@ def test_a_turn_killed_in_its_tool_step_is_undone_and_finished(
         core = start_core_process(home, log)
         try:
             _warm(home, server, token)
-            # The re-run's answers follow those the first run used.
-            used = (
-                _turn_script("first") if point == "after" else [Reply.answer(tool_calls=(WRITE,))]
+            # The re-run resumes from the recorded steps: it asks the model
+            # only for the step it was in (after: the final answer; in_tool:
+            # the write in flight runs again, then the edit and the answer).
+            script = (
+                [*_turn_script("first"), Reply.answer("done")]
+                if point == "after"
+                else _turn_script("")
             )
-            script = [*used, *_turn_script("")]
             trio.from_thread.run_sync(server.script, *script, trio_token=token)
             if point == "in_tool":
                 frozen = _pids(home, "fs")
@@ -181,6 +184,7 @@ def test_a_turn_killed_in_its_tool_step_is_undone_and_finished(
                     return any(r.kind == "turn.tool_call" for r in records_of(home))
 
                 until("the fs call's intent record", call_started)
+            asked = len(server.requests)
             core.proc.send_signal(signal.SIGKILL)
             core.proc.wait(10)
             for pid in frozen:  # it dies with its core; never left stopped
@@ -213,14 +217,17 @@ def test_a_turn_killed_in_its_tool_step_is_undone_and_finished(
             text = "\n".join(lines)
             assert "without a clean stop" in text, text
             assert f"turn {acc.turn_id}" in text, text
+            # Answered calls are replayed, not undone and run again; the
+            # write in flight had changed nothing.
+            assert "undo of effect" not in text, text
+            after = [r.json()["messages"] for r in server.requests[asked:]]
+            results = [
+                {m.get("tool_call_id") for m in ms if m.get("role") == "tool"} for ms in after
+            ]
             if point == "after":
-                # Both calls' effects undone, last first, each a ledger entry.
-                assert "undo of effect" in text, text
-                assert "tool call call_e, fs.edit" in text, text
-                assert "tool call call_w, fs.write" in text, text
-                assert "re-run after undoing effect" in text, text
+                assert results == [{"call_w", "call_e"}], results  # one request: the answer
             else:
-                assert "undo of effect" not in text, text  # nothing had changed
+                assert results == [{"call_w"}, {"call_w", "call_e"}], results
             assert f"recovered turn {acc.turn_id}" in text, text
             _stop(home, core)
         finally:
@@ -229,55 +236,4 @@ def test_a_turn_killed_in_its_tool_step_is_undone_and_finished(
                 core.proc.wait()
             trio.from_thread.run_sync(server.release, "first", trio_token=token)
     assert tree_hash(workspace) == expected
-    verify_home(home)
-
-
-@pytest.mark.slow
-def test_a_turn_killed_after_a_tool_it_cannot_undo_ends_interrupted(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> None:
-    root = tmp_path_factory.mktemp("noundo")
-    home = str(root / "home")
-    os.makedirs(home, mode=0o700)
-    log = root / "core.log"
-    fetch = ("call_f", "web__fetch", json.dumps({"url": "http://127.0.0.1:9/page"}))
-    with model_server() as (server, token):
-        write_providers(home, server.openai_url)
-        core = start_core_process(home, log)
-        try:
-            _warm(home, server, token)
-            script = [Reply.answer(tool_calls=(fetch,)), Reply.answer("fetched", hold="first")]
-            trio.from_thread.run_sync(server.script, *script, trio_token=token)
-            sender = Sender("s", "fetch it")
-            thread = threading.Thread(target=sender.send, args=(home,))
-            thread.start()
-            trio.from_thread.run(server.held, "first", trio_token=token)
-            asked = len(server.requests)
-            core.proc.send_signal(signal.SIGKILL)
-            core.proc.wait(10)
-            thread.join(TURN_S)
-            core = start_core_process(home, log)
-            trio.from_thread.run_sync(server.release, "first", trio_token=token)
-            sender.send(home)
-            last = sender.events[-1]
-            assert last.WhichOneof("kind") == "error", sender.events
-            assert last.error.kind == tpb.TURN_ERROR_KIND_INTERRUPTED
-            why = last.error.message
-            assert "tool call call_f (web.fetch)" in why, why
-            assert "R1" in why, why
-            assert "cannot undo" in why, why
-            acc = sender.accepted
-            assert acc is not None
-            ends = _ends(records_of(home), acc.turn_id)
-            assert [(k, b.error_message) for k, b in ends] == [("turn.error", why)]
-            assert len(server.requests) == asked  # not re-run: the model was not asked again
-            text = "\n".join(_history(home))
-            assert f"turn {acc.turn_id}" in text, text
-            assert "tool call call_f (web.fetch)" in text, text
-            _stop(home, core)
-        finally:
-            if core.proc.poll() is None:
-                core.proc.kill()
-                core.proc.wait()
-            trio.from_thread.run_sync(server.release, "first", trio_token=token)
     verify_home(home)

@@ -103,7 +103,7 @@ OPS = st.lists(
         st.tuples(st.just("perform"), st.integers(0, 5), st.integers(0, 9)),
         st.tuples(st.just("fail"), st.integers(0, 5), st.just(0)),
         st.tuples(st.just("rollback"), st.integers(0, 1000), st.just(0)),
-        st.tuples(st.just("turn"), st.integers(0, 3), st.integers(0, 7)),
+        st.tuples(st.just("turn"), st.integers(0, 3), st.integers(0, 15)),
         st.tuples(st.just("spend"), st.integers(0, 20), st.integers(1, 50)),
         st.tuples(st.just("forget"), st.integers(0, 20), st.just(0)),
         st.tuples(st.just("snapshot"), st.just(0), st.just(0)),
@@ -224,10 +224,13 @@ class _Home:
         running = [t for t, s in self.open.items() if s == session]
         if running and shape % 2:
             turn = running[0]
-            kind = ("turn.reply", "turn.error", "turn.steer", "turn.model", "turn.tool_call")[
-                shape % 5
-            ]
-            self.ledger.append_many([_turn(kind, session, turn, text=f"t{shape}", ok=True)])
+            kinds = ("turn.reply", "turn.error", "turn.steer", "turn.model", "turn.tool_call")
+            # Tool results too: the steps a re-run resumes from.
+            kind = (*kinds, "turn.tool")[(shape // 2) % 6]
+            fields: dict[str, object] = {"text": f"t{shape}", "ok": shape % 3 != 0}
+            if kind in ("turn.tool_call", "turn.tool"):
+                fields["call_id"] = f"c{shape % 4}"
+            self.ledger.append_many([_turn(kind, session, turn, **fields)])
             if kind in ("turn.reply", "turn.error"):
                 del self.open[turn]
             return
@@ -280,6 +283,8 @@ def _same_start(a: Opened, b: Opened, ledger: Ledger) -> None:
     fa, fb = a.fold.image(), b.fold.image()
     assert list(fa.sessions) == list(fb.sessions)
     assert list(fa.open_turns) == list(fb.open_turns)
+    # The folds themselves, not only their images: what a re-run resumes from.
+    assert _resumable(a.fold) == _resumable(b.fold)
     spent = spent_ids(a.kernel)
     assert a.fold.token_expiries(spent) == b.fold.token_expiries(spent)
     assert fa.memory == fb.memory
@@ -293,6 +298,13 @@ def _same_start(a: Opened, b: Opened, ledger: Ledger) -> None:
             pb.world_actions,
             pb.irreversible,
         )
+
+
+def _resumable(fold: StartFold) -> list[tuple[str, list[int], list[tuple[str, str, bool]]]]:
+    return [
+        (t.turn_id, t.steps, sorted((c.call_id, c.tool, c.answered) for c in t.calls.values()))
+        for t in fold.open.found()
+    ]
 
 
 def _items(store: MemoryStore) -> list[tuple[str, str, int, str | None]]:
@@ -352,6 +364,18 @@ def _same_as_rebuild(opened: Opened, ledger: Ledger) -> None:
 @given(ops=OPS)
 # An error noted after a snapshot was coded apart from one in a detail's list.
 @example(ops=[("turn", 1, 0), ("snapshot", 0, 0), ("turn", 1, 1)])
+# An open turn's steps on both sides of the snapshot (a model answer, an
+# intent, a result, another answer).
+@example(
+    ops=[
+        ("turn", 1, 0),
+        ("turn", 1, 7),
+        ("turn", 1, 9),
+        ("turn", 1, 11),
+        ("snapshot", 0, 0),
+        ("turn", 1, 7),
+    ]
+)
 def test_a_snapshot_start_equals_a_full_replay(ops: list[tuple[str, int, int]]) -> None:
     with tempfile.TemporaryDirectory() as root:
         h = _Home(root)

@@ -177,7 +177,38 @@ BAD = {
         "a tool plugin must declare at least one [[tools]] entry",
     ),
     "not TOML": ("name = ", "not valid TOML"),
+    "repeatable not a boolean": (
+        _with('risk = "R2"', 'risk = "R2"\nrepeatable = "yes"'),
+        "tools[0].repeatable: Input should be a valid boolean",
+    ),
+    "repeatable in a workspace plugin": (
+        _with('["core"]', '["workspace"]').replace('risk = "R2"', 'risk = "R2"\nrepeatable = true'),
+        "tool 'notes.write': repeatable cannot be declared by a plugin with the shell or "
+        "workspace capability",
+    ),
+    "repeatable in a shell plugin": (
+        _with('["core"]', '["shell"]').replace('risk = "R2"', 'risk = "R2"\nrepeatable = true'),
+        "repeatable cannot be declared by a plugin with the shell or workspace capability",
+    ),
+    "repeatable in a channel": (
+        _with('kind = "tool"', 'kind = "channel"').replace(
+            'risk = "R2"', 'risk = "R2"\nrepeatable = true'
+        ),
+        "tool 'notes.write': repeatable applies to a tool plugin's tools only",
+    ),
 }
+
+
+def test_repeatable_is_read_and_defaults_to_false() -> None:
+    assert Manifest.parse(GOOD).tools[0].repeatable is False
+    m = Manifest.parse(_with('risk = "R2"', 'risk = "R2"\nrepeatable = true'))
+    assert m.tools[0].repeatable is True
+    assert m.to_proto().tools[0].repeatable
+    assert Manifest.from_proto(m.to_proto()) == m
+    web = Manifest.load(
+        Path(__file__).resolve().parents[2] / "naga_plugins" / "tools" / "web" / "plugin.toml"
+    )
+    assert [(t.name, t.repeatable) for t in web.tools] == [("web.fetch", True)]
 
 
 @pytest.mark.parametrize("case", BAD, ids=BAD.keys())
@@ -228,6 +259,7 @@ _names = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True)
 @st.composite
 def manifests(draw: st.DrawFn) -> Manifest:
     name = draw(_names)
+    plugin_kind = draw(st.sampled_from(["tool", "channel", "model_provider"]))
     tools: list[dict[str, object]] = []
     for tool_name in draw(st.lists(_names, min_size=1, max_size=4, unique=True)):
         params: dict[str, object] = {}
@@ -240,18 +272,19 @@ def manifests(draw: st.DrawFn) -> Manifest:
                 spec["minimum"] = float(draw(st.integers(-100, 0)))
                 spec["maximum"] = float(draw(st.integers(0, 100)))
             params[param] = spec
-        tools.append(
-            {
-                "name": f"{name}.{tool_name}",
-                "description": "d",
-                "risk": draw(st.sampled_from(["R0", "R1", "R2", "R3", "R4"])),
-                "params": params,
-            }
-        )
+        tool: dict[str, object] = {
+            "name": f"{name}.{tool_name}",
+            "description": "d",
+            "risk": draw(st.sampled_from(["R0", "R1", "R2", "R3", "R4"])),
+            "params": params,
+        }
+        if plugin_kind == "tool":
+            tool["repeatable"] = draw(st.booleans())
+        tools.append(tool)
     data: dict[str, object] = {
         "name": name,
         "version": ".".join(str(draw(st.integers(0, 99))) for _ in range(3)),
-        "kind": draw(st.sampled_from(["tool", "channel", "model_provider"])),
+        "kind": plugin_kind,
         "description": "d",
         "entry": "pkg.mod:main",
         "tools": tools,
