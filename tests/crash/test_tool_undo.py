@@ -97,8 +97,18 @@ def _history(home: str) -> list[str]:
 
 
 def _pids(home: str, role_part: str) -> list[int]:
-    with Client.connect(home) as c:
-        return [p.pid for p in c.status().processes if role_part in p.role and p.pid]
+    """The pids of the running workers of the role, once there is one: after
+    the warm turn a shipped plugin's worker may still be starting (pid 0;
+    seen as an empty list for the shell plugin under load)."""
+    found: list[int] = []
+
+    def running() -> bool:
+        with Client.connect(home) as c:
+            found[:] = [p.pid for p in c.status().processes if role_part in p.role and p.pid]
+        return bool(found)
+
+    until(f"a running {role_part} worker", running)
+    return found
 
 
 def _stop(home: str, core: CoreProcess) -> None:
