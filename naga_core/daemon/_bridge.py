@@ -240,7 +240,9 @@ class Bridge:
                 # (naga_core.daemon._drain says why the order matters).
                 begun = time.monotonic()
                 self._drain.close()
-                if not await trio.to_thread.run_sync(self._drain.wait, grace):
+                if not self._drain.idle and not await trio.to_thread.run_sync(
+                    self._drain.wait, grace
+                ):
                     log.warning("naga-core: calls still running after %.1f s of grace", grace)
                 stopped = server.stop(max(0.0, grace - (time.monotonic() - begun)))
                 await trio.to_thread.run_sync(stopped.wait)
@@ -255,6 +257,11 @@ class Bridge:
             raise CoreStopping("naga-core is shutting down")
         if not context.add_callback(self._drain.leave):
             self._drain.leave()  # it terminated already
+
+    def _refuse_if_stopping(self) -> None:
+        """A stream opened once the stop began is refused like a unary call."""
+        if self._drain.closed:
+            raise CoreStopping("naga-core is shutting down")
 
     def _on_loop(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -394,6 +401,7 @@ class Bridge:
         def behave(raw: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
             release: Callable[[], None] | None = None
             try:
+                self._refuse_if_stopping()
                 admission, request = self._admit(context, full, m, raw)
                 opened: tuple[Cursor, _StreamCall, Callable[[], None]] = self._hop(
                     self._opened, admission, m, request

@@ -54,6 +54,19 @@ class Drain:
         with self._cond:
             self._closed = True
 
+    @property
+    def closed(self) -> bool:
+        """Refusing calls: new streams are refused too (they are not counted:
+        a stream may stay open for hours, grpcio's stop ends it)."""
+        with self._cond:
+            return self._closed
+
+    @property
+    def idle(self) -> bool:
+        """No counted call is open (the stop need not wait on a thread)."""
+        with self._cond:
+            return self._open == 0
+
     def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for the counted calls to terminate;
         False if some were still open."""

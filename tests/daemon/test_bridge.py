@@ -124,7 +124,12 @@ def test_a_call_in_flight_when_the_server_stops_completes(address: str) -> None:
     code, got, refused = trio.run(main)
     assert code is Code.OK
     assert [h.size for h in got] == [7]
-    assert refused is Code.UNAVAILABLE
+    # Refused by grpcio's stopped server: UNAVAILABLE, or CANCELLED when its
+    # stop caught the call accepted but not started (grpc/grpc issue 41785;
+    # ADR 0004; 1 run in 40 here, before the drain as after). The SDK reads
+    # both as CoreUnavailable. A call refused by the drain itself is always
+    # UNAVAILABLE with the stopping refusal (the next test).
+    assert refused in (Code.UNAVAILABLE, Code.CANCELLED)
 
 
 def _serve_unary(
