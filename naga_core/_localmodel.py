@@ -137,7 +137,12 @@ class LocalModelSettings:
     n_threads: int = field(default_factory=_default_threads)
     #: None: the chat template embedded in the GGUF (it knows the tool format).
     chat_format: str | None = None
+    #: From launch to the server's first answer over HTTP (loading the model).
     ready_timeout_s: float = 120.0
+    #: The sandbox's own setup (the child's report that every layer holds),
+    #: apart from the above: a test asking for a quick HTTP deadline must
+    #: not turn a slow setup on a loaded machine into a launch failure.
+    launch_timeout_s: float = 30.0
     stop_grace_s: float = 5.0
     #: RLIMIT_AS of the server. It maps 1.5-1.6 GiB at its peak with the
     #: default model and context (docs/adr/0005); the limit leaves room for
@@ -288,7 +293,7 @@ def _launch(
             stdout=log,
             stderr=log,
             kernel=kernel,
-            ready_timeout=settings.ready_timeout_s,
+            ready_timeout=settings.launch_timeout_s,
             cgroup=cgroup,
         )
     except BaseException as e:
