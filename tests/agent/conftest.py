@@ -26,7 +26,7 @@ from naga_core.plugins import PluginsConfig
 from tests.daemon.conftest import InProcessCore, core_in_thread
 from tests.fakes.model_server import FakeModelServer, Reply
 from tests.ledger_helpers import verify_home
-from tests.plugin_host.conftest import FAST, READY_S
+from tests.plugin_host.conftest import READY_S, STEADY
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
 
@@ -95,7 +95,7 @@ def write_providers(
 AGENT = AgentConfig(
     executors=2, model_read_timeout_s=1.0, model_max_retries=2, turn_timeout_s=60
 ).with_budgets(1000)
-TUNING = FAST
+TUNING = STEADY
 
 
 @pytest.fixture(autouse=True)

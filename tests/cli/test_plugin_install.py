@@ -22,7 +22,7 @@ from naga.sdk import errors as sdk_errors
 from naga_core.cli import main as cli_main
 from naga_core.plugins import PluginsConfig, code_hash
 from tests.daemon.conftest import core_in_thread, home
-from tests.plugin_host.conftest import FAST, PLUGINS, READY_S
+from tests.plugin_host.conftest import PLUGINS, READY_S, STEADY
 
 __all__ = ["home"]  # the fixture, used by name below
 
@@ -48,7 +48,7 @@ def test_a_copied_in_plugin_does_not_run_and_install_needs_the_owners_yes(
     shutil.copytree(GREETER, copied)
     os.chmod(home, 0o700)
     digest = code_hash(str(GREETER))
-    with core_in_thread(home, plugins=PluginsConfig(tuning=FAST)) as core, core.client() as c:
+    with core_in_thread(home, plugins=PluginsConfig(tuning=STEADY)) as core, core.client() as c:
         (greeter,) = [p for p in c.plugins() if p.name == "greeter"]
         assert greeter.version == ""
         (problem,) = greeter.problems

@@ -20,7 +20,7 @@ from naga.sdk import Client
 from naga_core.plugins import PluginsConfig
 from tests.daemon.conftest import InProcessCore, core_in_thread
 from tests.ledger_helpers import verify_home
-from tests.plugin_host.conftest import FAST, READY_S
+from tests.plugin_host.conftest import READY_S, STEADY
 
 FETCHER = """\
 name = "fetcher"
@@ -99,7 +99,7 @@ def served() -> Iterator[Served]:
         FETCHER.format(port=api.server_port, other=other.server_port)
     )
     try:
-        with core_in_thread(home, plugins=PluginsConfig(roots=(plugins,), tuning=FAST)) as core:
+        with core_in_thread(home, plugins=PluginsConfig(roots=(plugins,), tuning=STEADY)) as core:
             with core.client() as client:
                 client.set_setting_text("egress.loopback_hosts", "127.0.0.1")
                 info = client.enable_plugin("fetcher", wait=READY_S).plugin

@@ -15,7 +15,7 @@ from naga_core.plugins import PluginsConfig
 from tests.agent.conftest import AGENT, ServerThread, model_server, write_providers
 from tests.daemon.conftest import core_in_thread
 from tests.fakes.model_server import Reply
-from tests.plugin_host.conftest import FAST
+from tests.plugin_host.conftest import STEADY
 
 __all__ = ["model_server"]
 
@@ -27,7 +27,7 @@ def test_the_provider_worker_goes_through_the_proxy(model_server: ServerThread) 
     port = model_server.server.port
     try:
         write_providers(home, f"http://0.0.0.0:{port}/v1")
-        with core_in_thread(home, plugins=PluginsConfig(tuning=FAST), agent=AGENT) as core:
+        with core_in_thread(home, plugins=PluginsConfig(tuning=STEADY), agent=AGENT) as core:
             with core.client() as client:
                 events = list(client.run_turn("s-egress", "hi", uuid.uuid4().hex, timeout=120))
                 last = events[-1]

@@ -17,7 +17,7 @@ from naga_core.agent import AgentConfig
 from naga_core.cli import main
 from naga_core.plugins import PluginsConfig
 from tests.daemon.conftest import core_in_thread
-from tests.plugin_host.conftest import FAST
+from tests.plugin_host.conftest import STEADY
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +32,7 @@ def test_the_local_model_compiles_the_example_sentence(
     home = os.path.join(root, "home")
     os.makedirs(home, mode=0o700)
     try:
-        with core_in_thread(home, plugins=PluginsConfig(tuning=FAST), agent=AGENT) as core:
+        with core_in_thread(home, plugins=PluginsConfig(tuning=STEADY), agent=AGENT) as core:
             capsys.readouterr()
             code = main(["job", "add", SENTENCE, "--tz", "UTC", "--yes", "--json", "--home", home])
             out = capsys.readouterr()

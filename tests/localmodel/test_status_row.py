@@ -13,7 +13,7 @@ from naga.v1 import core_pb2 as cpb
 from naga_core.agent import LOCAL_MODEL_ROLE, AgentConfig
 from naga_core.plugins import PluginsConfig
 from tests.daemon.conftest import core_in_thread
-from tests.plugin_host.conftest import FAST
+from tests.plugin_host.conftest import STEADY
 
 AGENT = AgentConfig(executors=1, max_tokens=24, turn_timeout_s=60)
 
@@ -24,7 +24,7 @@ def test_a_local_model_that_cannot_start_is_a_failed_row(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
-    with core_in_thread(str(home), plugins=PluginsConfig(tuning=FAST), agent=AGENT) as core:
+    with core_in_thread(str(home), plugins=PluginsConfig(tuning=STEADY), agent=AGENT) as core:
         with core.client() as c:
             assert LOCAL_MODEL_ROLE not in {p.role for p in c.status().processes}
             events = list(c.run_turn("s-none", "hello", uuid.uuid4().hex, timeout=60.0))

@@ -20,7 +20,7 @@ from naga_core.plugins import PluginsConfig
 from tests.agent.conftest import ServerThread, model_server, write_providers
 from tests.daemon.conftest import core_in_thread
 from tests.fakes.model_server import Reply
-from tests.plugin_host.conftest import FAST
+from tests.plugin_host.conftest import STEADY
 
 pytestmark = pytest.mark.slow
 __all__ = ["model_server"]  # the fixture, used by name below
@@ -38,7 +38,7 @@ def test_switching_to_the_embedded_model_and_back(model_server: ServerThread) ->
     os.makedirs(home, mode=0o700)
     write_providers(home, model_server.server.openai_url)  # "fake", the default
     try:
-        with core_in_thread(home, plugins=PluginsConfig(tuning=FAST), agent=AGENT) as core:
+        with core_in_thread(home, plugins=PluginsConfig(tuning=STEADY), agent=AGENT) as core:
             with core.client() as c:
                 c.set_setting_text("model.provider", "local")
                 last = _last(c, "Say hello in one short sentence.")

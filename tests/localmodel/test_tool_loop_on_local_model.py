@@ -18,7 +18,7 @@ from naga.v1 import agent_pb2 as apb
 from naga_core.agent import AgentConfig
 from naga_core.plugins import PluginsConfig
 from tests.daemon.conftest import core_in_thread
-from tests.plugin_host.conftest import FAST, READY_S
+from tests.plugin_host.conftest import READY_S, STEADY
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +30,7 @@ def test_the_local_model_calls_a_tool_and_answers_with_its_result() -> None:
     root = tempfile.mkdtemp(prefix="naga-local-tool-")
     home = os.path.join(root, "home")
     os.makedirs(home, mode=0o700)
-    config = PluginsConfig(roots=(str(PLUGINS),), tuning=FAST)
+    config = PluginsConfig(roots=(str(PLUGINS),), tuning=STEADY)
     try:
         with core_in_thread(home, plugins=config, agent=AGENT) as core:
             with core.client() as c:

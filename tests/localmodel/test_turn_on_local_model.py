@@ -22,7 +22,7 @@ from naga_core.cli import main
 from naga_core.plugins import PluginsConfig
 from naga_core.supervisor import proc_status
 from tests.daemon.conftest import core_in_thread
-from tests.plugin_host.conftest import FAST
+from tests.plugin_host.conftest import STEADY
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +36,7 @@ def test_a_turn_without_a_provider_file_runs_on_the_embedded_model(
     home = os.path.join(root, "home")
     os.makedirs(home, mode=0o700)
     try:
-        with core_in_thread(home, plugins=PluginsConfig(tuning=FAST), agent=AGENT) as core:
+        with core_in_thread(home, plugins=PluginsConfig(tuning=STEADY), agent=AGENT) as core:
             with core.client() as c:
                 before = {p.role for p in c.status().processes}
                 assert "local-model" not in before, "started before a turn needed it"

@@ -4,6 +4,7 @@ a hang or a leak is seen and rebuilt within a second or two."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -23,16 +24,17 @@ PLUGINS = Path(__file__).resolve().parent / "plugins"
 
 FAST = WorkerTuning(
     heartbeat_s=0.2,
-    # Not 1 s: on a loaded two-core box (load 15, a fork bomb in a shell
-    # test beside it) a healthy executor missed a 1 s Pong and was rebuilt
-    # mid-turn. Hang tests wait for the supervisor, so this only costs them
-    # a few seconds.
-    heartbeat_timeout_s=4.0,
+    # The hang tests need a hang found before a call's timeout (3 s).
+    heartbeat_timeout_s=1.0,
     health_s=0.05,
     shutdown_grace_s=1.0,
     eof_grace_s=0.5,
     restart=RestartPolicy(backoff_s=0.05, backoff_max_s=0.2, loop_failures=3, loop_window_s=60),
 )
+#: For tests that are not about hangs: on a loaded two-core box (load 15, a
+#: fork bomb in a shell test beside it) a healthy executor missed a 1 s Pong
+#: and was rebuilt mid-turn.
+STEADY = dataclasses.replace(FAST, heartbeat_timeout_s=4.0)
 #: Long enough for a cold worker on a loaded two-core machine.
 READY_S = 30.0
 

@@ -22,7 +22,7 @@ from naga.sdk import Client
 from naga_core.cli import main as cli_main
 from naga_core.plugins import PluginsConfig, code_hash
 from tests.daemon.conftest import core_in_thread, home
-from tests.plugin_host.conftest import FAST, READY_S, data_dir
+from tests.plugin_host.conftest import READY_S, STEADY, data_dir
 
 __all__ = ["home"]  # the fixture, used by name below
 
@@ -99,7 +99,7 @@ def _rollback(home: str, seq: int, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def _config() -> PluginsConfig:
-    return PluginsConfig(tuning=FAST)
+    return PluginsConfig(tuning=STEADY)
 
 
 def _known_name(home: str, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from naga_core.plugins import SHIPPED_ROOT, PluginsConfig
 from tests.daemon.conftest import core_in_thread, home
-from tests.plugin_host.conftest import FAST, READY_S
+from tests.plugin_host.conftest import READY_S, STEADY
 
 __all__ = ["home"]  # the fixture, used by name below
 
@@ -37,7 +37,7 @@ def test_a_copied_in_plugin_claiming_a_shipped_name_does_not_replace_it(home: st
     os.makedirs(os.path.join(home, "plugins", "notes-evil"), mode=0o700)
     os.chmod(home, 0o700)
     Path(home, "plugins", "notes-evil", "plugin.toml").write_text(IMPOSTOR)
-    with core_in_thread(home, plugins=PluginsConfig(tuning=FAST)) as core, core.client() as c:
+    with core_in_thread(home, plugins=PluginsConfig(tuning=STEADY)) as core, core.client() as c:
         (notes,) = [p for p in c.plugins() if p.name == "notes"]
         assert (notes.version, notes.shipped) == ("1.0.0", True)
         assert notes.directory == os.path.join(SHIPPED_ROOT, "notes")

@@ -19,7 +19,7 @@ from naga_core.plugins import PluginsConfig
 from tests.agent.conftest import ServerThread, model_server, write_providers
 from tests.daemon.conftest import InProcessCore, core_in_thread
 from tests.ledger_helpers import verify_home
-from tests.plugin_host.conftest import FAST, READY_S
+from tests.plugin_host.conftest import READY_S, STEADY
 
 __all__ = ["model_server"]
 
@@ -54,7 +54,7 @@ def tools_core(model_server: ServerThread) -> Iterator[ToolsCore]:
     home = root + "/home"
     os.makedirs(home, mode=0o700)
     write_providers(home, model_server.server.openai_url)
-    config = PluginsConfig(roots=(str(PLUGINS),), tuning=FAST)
+    config = PluginsConfig(roots=(str(PLUGINS),), tuning=STEADY)
     try:
         with core_in_thread(home, plugins=config, agent=AGENT, default_tools=True) as core:
             with core.client() as c:

@@ -12,7 +12,7 @@ from naga_core.plugins import PluginsConfig
 from tests.agent.conftest import ServerThread, write_providers
 from tests.daemon.conftest import core_in_thread
 from tests.fakes.model_server import Reply
-from tests.plugin_host.conftest import FAST
+from tests.plugin_host.conftest import STEADY
 from tests.tools.conftest import AGENT
 
 
@@ -24,7 +24,7 @@ def test_the_first_turn_of_a_fresh_home_has_the_shipped_tools(
     os.makedirs(home, mode=0o700)
     write_providers(home, model_server.server.openai_url)
     try:
-        config = PluginsConfig(tuning=FAST)
+        config = PluginsConfig(tuning=STEADY)
         with core_in_thread(home, plugins=config, agent=AGENT, default_tools=True) as core:
             with core.client() as c:
                 assert not any(p.enabled for p in c.plugins() if p.name in ("fs", "shell", "web"))

@@ -25,7 +25,7 @@ from tests.agent.conftest import PLUGINS, ServerThread, model_server, write_prov
 from tests.daemon.conftest import InProcessCore, core_in_thread
 from tests.fakes.ilink import ILinkThread, ilink_thread
 from tests.ledger_helpers import verify_home
-from tests.plugin_host.conftest import FAST
+from tests.plugin_host.conftest import STEADY
 
 __all__ = ["model_server"]
 
@@ -116,7 +116,7 @@ def world(model_server: ServerThread) -> Iterator[World]:
             ilink_thread(hold_s=1.0) as ilink,
             core_in_thread(
                 home,
-                plugins=PluginsConfig(roots=(str(PLUGINS),), tuning=FAST),
+                plugins=PluginsConfig(roots=(str(PLUGINS),), tuning=STEADY),
                 agent=AGENT,
                 wechat=CHANNEL,
             ) as core,
