@@ -355,7 +355,6 @@ class Agent:
         token: Token | None = None
         try:
             with running.scope:
-                await self.tools.ensure_defaults()
                 tools = offered_to(
                     self.core, self.plugins, running, self.config.policy[running.trust]
                 )
