@@ -117,6 +117,8 @@ def change_words(family: str, key: str, now: Any, after: Any) -> str:
         return f"set {key}'s trust back to {_LEVEL_WORDS.get(after, _shown(after))}"
     if family == "plugin.version":
         return f"switch plugin {key} back to version {_shown(after)}"
+    if family == "token.revoked":  # a worker's tokens are revoked when it ends
+        return f"lift the revocation of token {key}" if after is None else f"revoke token {key}"
     verb = "remove" if after is None else "restore"
     return f"{verb} {family} {key}" + ("" if after is None else f" ({_shown(after)})")
 

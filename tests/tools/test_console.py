@@ -225,3 +225,32 @@ def test_undo_restores_the_file_and_marks_the_turn_undone(console: Console, brow
         ),
     )
     assert "hello" in [t.strip() for t in _texts(d, "#messages li.assistant:not(.undone) .bubble")]
+
+
+def test_undo_past_a_worker_s_end_says_the_console_cannot_and_what_can(
+    console: Console, browser: Any
+) -> None:
+    """A worker's tokens are revoked when it ends (every restart ends them
+    all); an undo past that would lift the revocations, which the core
+    refuses to the console. Found by hand: the preview offered Undo, the
+    click answered "only the owner can" to the owner."""
+    d = browser
+    with console.client() as c:
+        keep = c.history(limit=1).entries[0].seq  # an entry the page lists
+        c.disable_plugin("shell")  # its worker ends: its token is revoked
+        try:
+            open_console(d, console)
+            _click(d, '#pages button[data-page="rollback"]')
+            _wait(
+                d,
+                "the entry to undo to",
+                lambda _: _click(d, f'#page-rollback button.undo[data-seq="{keep}"]'),
+            )
+            _wait(d, "the dry run", lambda _: d.find_element("id", "preview").is_displayed())
+            changes = _texts(d, "#preview-changes li")
+            assert any(t.startswith("lift the revocation of token ") for t in changes), changes
+            (said,) = _texts(d, "#preview-owner-only")
+            assert f"naga rollback --to {keep}" in said
+            assert d.find_element("id", "confirm-undo").get_attribute("disabled") is not None
+        finally:
+            c.enable_plugin("shell", wait=30)
