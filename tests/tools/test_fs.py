@@ -64,3 +64,32 @@ def test_reads_answer_from_the_workspace_and_a_write_rolls_back(
     owner.rollback(mark, by_owner=True)
     assert tree_hash(root) == before
     assert not os.path.exists(os.path.join(root, "new"))
+
+
+def test_an_absolute_path_is_refused_with_the_relative_one_to_use(
+    tools_core: ToolsCore, owner: Client
+) -> None:
+    """The embedded model wrote /workspace/hello.txt and repeated the same
+    call eight times on "must be relative to the workspace" alone; the
+    schema it is shown now says so too."""
+    before = len(tools_core.model.server.requests)
+    calls: list[Call] = [
+        ("fs.write", {"path": "/workspace/hello.txt", "content": "x"}),
+        ("fs.read", {"path": "/notes/a.txt"}),
+        ("fs.list", {"path": "/workspace"}),
+    ]
+    answers = results(tool_turn(tools_core, owner, "abs-paths", calls))
+    assert [a.ok for a in answers] == [False] * len(calls), answers
+    assert "must be relative to the workspace, e.g. 'hello.txt'" in answers[0].error
+    assert "e.g. 'notes/a.txt'" in answers[1].error
+    assert "e.g. '.'" in answers[2].error
+    assert not os.path.exists(os.path.join(tools_core.workspace, "hello.txt"))
+    request = tools_core.model.server.requests[before].json()
+    paths = {
+        t["function"]["name"]: t["function"]["parameters"]["properties"]["path"]
+        for t in request["tools"]
+        if t["function"]["name"].startswith("fs__")
+    }
+    assert paths, request["tools"]
+    for name, schema in paths.items():
+        assert "Relative to the workspace" in schema.get("description", ""), (name, schema)
