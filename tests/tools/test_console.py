@@ -254,3 +254,36 @@ def test_undo_past_a_worker_s_end_says_the_console_cannot_and_what_can(
             assert d.find_element("id", "confirm-undo").get_attribute("disabled") is not None
         finally:
             c.enable_plugin("shell", wait=30)
+
+
+def _tool_line(d: Any, name: str) -> str:
+    (line,) = _texts(d, f'#page-plugins li[data-tool="{name}"]')
+    return " ".join(line.split())
+
+
+def test_the_plugins_page_says_which_tools_the_agent_is_offered_and_which_ask(
+    console: Console, browser: Any
+) -> None:
+    """Found by hand on a fresh install: shell.run read "R3 network or money"
+    (it has no network), web.fetch "R1 local, reversible" (a fetch is
+    neither), and nothing said shell.run is not offered at tools.max_risk R2."""
+    d = browser
+    with console.client() as c:
+        c.set_setting_text("tools.max_risk", "R2")
+        try:
+            open_console(d, console)
+            _click(d, '#pages button[data-page="plugins"]')
+            listed = '#page-plugins li[data-tool="fs.read"]'
+            _wait(d, "the plugins page", lambda _: _texts(d, listed))
+            shell = _tool_line(d, "shell.run")
+            assert "not offered to the agent (tools.max_risk R2)" in shell, shell
+            assert "asks you first" in shell, shell
+            read = _tool_line(d, "fs.read")
+            assert "not offered" not in read, read
+            assert "asks you first" not in read, read
+            assert "R1 low risk" in _tool_line(d, "web.fetch")
+            page = " ".join(_texts(d, "#page-plugins"))
+            assert "network or money" not in page
+            assert "reversible" not in page
+        finally:
+            c.set_setting_text("tools.max_risk", "R3")  # as the module's fixture set it
