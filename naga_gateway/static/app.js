@@ -647,6 +647,7 @@ window.Naga = (function () {
       case "setting": return gone ? "reset " + c.key + " to its default" : "set " + c.key + " back to " + shown(c.after);
       case "trust": return gone ? "remove " + c.key + " from the trust table" : "set " + c.key + "'s trust back to " + shown(c.after);
       case "plugin.version": return "switch plugin " + c.key + " back to version " + shown(c.after);
+      case "budget.spent": return gone ? "refund what token " + c.key + " spent" : "set what token " + c.key + " spent back to " + shown(c.after);
       case "token.revoked": return gone ? "lift the revocation of token " + c.key : "revoke token " + c.key;
       default: return (gone ? "remove " : "restore ") + c.family + " " + c.key;
     }

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 from naga.sdk import Client
 from naga_core.workspace import tree_hash
+from tests.cli.conftest import naga_command
 from tests.tools._turns import Call, last_seq, results, tool_turn
 from tests.tools.conftest import ToolsCore
 
@@ -93,3 +95,40 @@ def test_an_absolute_path_is_refused_with_the_relative_one_to_use(
     assert paths, request["tools"]
     for name, schema in paths.items():
         assert "Relative to the workspace" in schema.get("description", ""), (name, schema)
+
+
+def test_naga_rollback_says_which_writes_it_undoes_and_what_stays_done(
+    tools_core: ToolsCore, owner: Client
+) -> None:
+    """By hand the dry run said "run workspace.apply on <root> <sha256>" and
+    "cannot undo entry 52: it stays done" with no word of what they were."""
+    mark = last_seq(owner)
+    (wrote,) = results(
+        tool_turn(
+            tools_core, owner, "undo-words", [("fs.write", {"path": "w.txt", "content": "x"})]
+        )
+    )
+    assert wrote.ok, wrote.error
+    effect = int(json.loads(wrote.result_json)["effect"])
+    done = subprocess.run(
+        [*naga_command(), "rollback", "--to", str(mark), "--dry-run", "--home", tools_core.home],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    root = os.path.realpath(tools_core.workspace)
+    assert f"  restore the files the undone tool calls changed in {root}" in lines, lines
+    assert any(
+        line.startswith(f"  undoes entry {effect}: tool fs.write in turn ") and "(w.txt)" in line
+        for line in lines
+    ), lines
+    assert any(
+        line.startswith("  cannot undo entry ")
+        and line.endswith("it cannot be unsent")
+        and ": it stays done (irreversible): reply of turn " in line
+        for line in lines
+    ), lines
+    assert os.path.exists(os.path.join(tools_core.workspace, "w.txt"))  # a dry run

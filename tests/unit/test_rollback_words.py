@@ -11,3 +11,8 @@ def test_lifting_a_token_revocation_is_said_as_such() -> None:
     # bringing a revoked token back to life (which needs the owner).
     assert change_words("token.revoked", "ab12", True, None) == "lift the revocation of token ab12"
     assert change_words("token.revoked", "ab12", None, True) == "revoke token ab12"
+
+
+def test_a_refund_is_said_as_such() -> None:
+    assert change_words("budget.spent", "cd34", 120, None) == "refund what token cd34 spent"
+    assert change_words("budget.spent", "cd34", 120, 80) == "set what token cd34 spent back to 80"
