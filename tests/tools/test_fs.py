@@ -79,12 +79,15 @@ def test_an_absolute_path_is_refused_with_the_relative_one_to_use(
         ("fs.write", {"path": "/workspace/hello.txt", "content": "x"}),
         ("fs.read", {"path": "/notes/a.txt"}),
         ("fs.list", {"path": "/workspace"}),
+        # What it did next, once the path was right: edit a file that is not there.
+        ("fs.edit", {"path": "hello.txt", "old": "Hello", "new": "Hello from Naga"}),
     ]
     answers = results(tool_turn(tools_core, owner, "abs-paths", calls))
     assert [a.ok for a in answers] == [False] * len(calls), answers
     assert "must be relative to the workspace, e.g. 'hello.txt'" in answers[0].error
     assert "e.g. 'notes/a.txt'" in answers[1].error
     assert "e.g. '.'" in answers[2].error
+    assert "fs.edit changes a file; fs.write creates one" in answers[3].error
     assert not os.path.exists(os.path.join(tools_core.workspace, "hello.txt"))
     request = tools_core.model.server.requests[before].json()
     paths = {

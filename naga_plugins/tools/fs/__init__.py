@@ -149,8 +149,10 @@ def edit(path: str, old: str, new: str) -> dict[str, object]:
     try:
         with open(_inside(rel), encoding="utf-8") as f:
             text = f.read()
-    except FileNotFoundError:
-        raise ToolFailed(f"no file {rel} in the workspace") from None
+    except FileNotFoundError:  # the embedded model reaches for edit to make a file
+        raise ToolFailed(
+            f"no file {rel} in the workspace (fs.edit changes a file; fs.write creates one)"
+        ) from None
     except UnicodeDecodeError:
         raise ToolFailed(f"{rel} is not UTF-8 text") from None
     count = text.count(old)
