@@ -8,11 +8,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import uuid
 
 from naga.sdk import Client
+from naga.v1 import turn_pb2 as tpb
 from naga_core.workspace import tree_hash
 from tests.cli.conftest import naga_command
-from tests.tools._turns import Call, last_seq, results, tool_turn
+from tests.fakes.model_server import Reply
+from tests.tools._turns import Call, last_seq, model_name, results, tool_turn
 from tests.tools.conftest import ToolsCore
 
 
@@ -135,3 +138,22 @@ def test_naga_rollback_says_which_writes_it_undoes_and_what_stays_done(
         for line in lines
     ), lines
     assert os.path.exists(os.path.join(tools_core.workspace, "w.txt"))  # a dry run
+
+
+def test_a_turn_ends_at_the_third_identical_failing_call(
+    tools_core: ToolsCore, owner: Client
+) -> None:
+    """By hand the embedded model made one failing fs.edit call eight times
+    (agent.max_steps), minutes on a small box, then answered nothing."""
+    call = (("c0", model_name("fs.edit"), '{"path": "nope.txt", "old": "a", "new": "b"}'),)
+    server = tools_core.model.server
+    before = len(server.requests)
+    tools_core.model.script(*(Reply.answer(tool_calls=call) for _ in range(3)))
+    events = list(owner.run_turn("repeats", "edit it", uuid.uuid4().hex, timeout=120))
+    last = events[-1]
+    assert last.WhichOneof("kind") == "error", last
+    assert last.error.kind == tpb.TURN_ERROR_KIND_MODEL
+    assert "the model made the same failing call 3 times (fs.edit " in last.error.message
+    assert "no file nope.txt in the workspace" in last.error.message
+    assert len(server.requests) - before == 3
+    assert [r.ok for r in results(events)] == [False, False, False]
