@@ -605,7 +605,7 @@ window.Naga = (function () {
   function entryWords(e) {
     if (e.description) return e.description;
     const k = e.kind;
-    if (k.startsWith("turn.")) return { "turn.message": "a message", "turn.reply": "a reply", "turn.error": "a turn ended without an answer", "turn.tool": "a tool call", "turn.model": "a model call", "turn.steer": "a steering message" }[k] || k;
+    if (k.startsWith("turn.")) return { "turn.message": "a message", "turn.reply": "a reply", "turn.error": "a turn ended without an answer", "turn.tool": "a tool call's result", "turn.tool_call": "a tool call", "turn.tool_effect": "a tool call's file changes", "turn.model": "a model call", "turn.steer": "a steering message", "turn.resumed": "a turn started again after a restart", "turn.compact": "a summary of older messages", "turn.read_result": "more of a tool's result read", "turn.skill_review": "a skill review" }[k] || k;
     return k.replace(/[._]/g, " ");
   }
   function ledgerRow(e, undo) {

@@ -247,6 +247,10 @@ def test_undo_past_a_worker_s_end_says_the_console_cannot_and_what_can(
                 lambda _: _click(d, f'#page-rollback button.undo[data-seq="{keep}"]'),
             )
             _wait(d, "the dry run", lambda _: d.find_element("id", "preview").is_displayed())
+            # Every record the earlier turns left is in words (was: "turn.tool_call").
+            kinds = _texts(d, '#page-rollback td[data-label="what"]')
+            assert kinds, "no rows"
+            assert not [k for k in kinds if k.startswith("turn.")], kinds
             changes = _texts(d, "#preview-changes li")
             assert any(t.startswith("lift the revocation of token ") for t in changes), changes
             (said,) = _texts(d, "#preview-owner-only")
