@@ -158,6 +158,9 @@ PLUGIN_MAX_ARGUMENTS_CHARS: Final = 60000
 #: Most tool calls one ToolService.CallStep carries (an executor splits a
 #: longer step into several, each within MAX_RPC_REQUEST_BYTES).
 TOOL_STEP_MAX_CALLS: Final = 16
+#: Times a model may make the same failing tool call (name and arguments)
+#: in one turn: at the last, the turn ends with the call's error.
+TOOL_REPEATED_FAILURES_MAX: Final = 3
 #: Most PluginService.Invoke calls in flight at once (each holds a server thread).
 MAX_PLUGIN_CALLS_IN_FLIGHT: Final = 4
 

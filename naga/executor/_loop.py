@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
-from naga.constants import TOOL_STEP_MAX_CALLS
+from naga.constants import TOOL_REPEATED_FAILURES_MAX, TOOL_STEP_MAX_CALLS
 from naga.v1 import agent_pb2 as apb
 from naga.v1 import model_pb2 as mpb
 from naga.v1 import turn_pb2 as tpb
@@ -86,6 +86,9 @@ def run_turn(
             out.tool_calls += 1
             messages.append(_result_message(call, result))
         _in_call_order(messages)
+    # (model's tool name, arguments) -> failures this turn: a model that
+    # repeats a failing call unchanged will not do better the next time.
+    failed: dict[tuple[str, str], int] = {}
     for _ in range(max(0, job.max_steps - taken)):
         request = mpb.ChatRequest(messages=messages, tools=job.tools, max_tokens=job.max_tokens)
         answer = client.complete(
@@ -110,6 +113,16 @@ def run_turn(
         ):
             out.tool_calls += 1
             messages.append(_result_message(call, result))
+            if not result.ok:
+                key = (call.name, call.arguments_json)
+                failed[key] = failed.get(key, 0) + 1
+                if failed[key] >= TOOL_REPEATED_FAILURES_MAX:
+                    return _failed(
+                        out,
+                        tpb.TURN_ERROR_KIND_MODEL,
+                        f"the model made the same failing call {failed[key]} times "
+                        f"({tool_name(call.name)} {call.arguments_json}): {result.error}",
+                    )
     return _failed(
         out,
         tpb.TURN_ERROR_KIND_STEPS,

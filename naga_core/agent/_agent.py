@@ -364,7 +364,6 @@ class Agent:
         token: Token | None = None
         try:
             with running.scope:
-                await self.tools.ensure_defaults()
                 tools = offered_to(
                     self.core, self.plugins, running, self.config.policy[running.trust]
                 )
@@ -393,9 +392,13 @@ class Agent:
             # reload what was on the screen when they stopped it.
             outcome.text = outcome.text or running.streamed()
         elif not outcome.error_kind and not outcome.text:
-            # An empty final is never an answer: the sender is told.
-            outcome.error_kind = tpb.TURN_ERROR_KIND_INTERNAL
-            outcome.error_message = "the turn ended without an answer (an empty reply)"
+            # An empty final is never an answer: the sender is told, and
+            # that it was the model's (the kind says whose failure it is).
+            outcome.error_kind = tpb.TURN_ERROR_KIND_MODEL
+            outcome.error_message = (
+                "the model answered with no text: the turn ended without an answer; "
+                "ask again, or more plainly"
+            )
         if waiting is not None:
             waiting.end_collected(outcome)
         try:

@@ -98,7 +98,9 @@ _DEFAULTS_KEY = ("tools", "defaults_enabled")
 
 async def enable_shipped_tools(core: Core, plugins: PluginHost) -> None:
     """On a fresh home, enable the shipped tools (which of their tools a turn
-    sees is ``tools.max_risk``: R2 by default); journaled, once."""
+    sees is ``tools.max_risk``: R2 by default); journaled, once. The core
+    calls it at its start, once its plugin host serves: what ``naga plugin
+    list`` shows from the first start is what a turn is offered."""
     if core.kernel.state.get(_DEFAULTS_KEY) is not None:
         return
     known = {v.name for v in plugins.views()}
@@ -139,22 +141,13 @@ class ToolCalls:
         plugins: PluginHost,
         workspace: Workspace,
         approvals: Approvals,
-        *,
-        defaults: bool = True,
     ) -> None:
-        self._defaults = defaults
         self._core = core
         self._plugins = plugins
         self.workspace = workspace
         self.approvals = approvals
         self._writes = trio.Lock()
         self._shell: ShellRunner | None = None
-
-    async def ensure_defaults(self) -> None:
-        """Before a turn picks its tools: a fresh home's first turn enables
-        the shipped tools (once; the owner's later disable stands)."""
-        if self._defaults:
-            await enable_shipped_tools(self._core, self._plugins)
 
     def _capabilities(self, plugin: str) -> frozenset[str]:
         view = self._plugins.view(plugin)

@@ -6,7 +6,9 @@ the owner's proof: a one-time login code the core gives this CLI over its
 (:mod:`naga_core.cli._chat_repl`).
 
 The reply is written to the terminal as it arrives (text deltas; tool calls
-as one line each on stderr); with ``--json`` one object at the end. Exit
+as one line each on stderr, and a call that waits for the owner's approval
+with the ``naga approve`` commands that answer it); with ``--json`` one
+object at the end. Exit
 status: 0 answered; 1 the turn ended with an error (its message says what
 happened and what to do; the session stays usable).
 """
@@ -18,6 +20,7 @@ import contextlib
 import importlib
 import os
 import sys
+import time
 import urllib.parse
 import uuid
 from types import ModuleType
@@ -48,6 +51,19 @@ _KINDS = {
     tpb.TURN_ERROR_KIND_EXECUTOR: "executor",
     tpb.TURN_ERROR_KIND_INTERNAL: "internal",
 }
+
+
+def approval_line(
+    approval_id: str, tool: str, risk: str, arguments_json: str, expires_ns: int
+) -> str:
+    """What the terminal shows while a call waits for the owner: without it
+    a chat only seems to hang until the approval times out into a deny."""
+    left = max(0, round((expires_ns - time.time_ns()) / 1e9))
+    return (
+        f"[{tool} ({risk}) waits for your approval: {arguments_json}\n"
+        f" from another terminal: naga approve allow {approval_id} | "
+        f"naga approve deny {approval_id} (no answer in {left} s is a deny)]\n"
+    )
 
 
 def _gateway_of(core: Client) -> tuple[str, int] | None:
@@ -125,6 +141,16 @@ def _stream_gateway(
                 streamed = True
             elif event == "tool.started" and not as_json:
                 sys.stderr.write(f"[tool {body.get('tool', '?')}]\n")
+            elif event == "tool.approval" and not as_json:
+                sys.stderr.write(
+                    approval_line(
+                        str(body.get("id", "?")),
+                        str(body.get("tool", "?")),
+                        str(body.get("risk", "?")),
+                        str(body.get("arguments", "")),
+                        int(body.get("expires_ns", 0)),
+                    )
+                )
             elif event == "turn.final":
                 data.update(ok=True, text=body.get("text", ""), reply_seq=body.get("reply_seq"))
             elif event == "turn.error":
@@ -150,6 +176,11 @@ def _through_core(args: argparse.Namespace, home: Home) -> Outcome:
                 streamed = True
             elif kind == "tool_started" and not as_json:
                 sys.stderr.write(f"[tool {event.tool_started.tool}]\n")
+            elif kind == "approval" and not as_json:
+                a = event.approval
+                sys.stderr.write(
+                    approval_line(a.id, a.tool, a.risk, a.arguments_json, a.expires_ns)
+                )
             elif kind == "tool_finished":
                 f = event.tool_finished
                 data["tools"].append({"call_id": f.call_id, "ok": f.ok, "error": f.error})

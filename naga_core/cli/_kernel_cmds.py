@@ -117,6 +117,12 @@ def change_words(family: str, key: str, now: Any, after: Any) -> str:
         return f"set {key}'s trust back to {_LEVEL_WORDS.get(after, _shown(after))}"
     if family == "plugin.version":
         return f"switch plugin {key} back to version {_shown(after)}"
+    if family == "budget.spent":  # a token's spending (naga_core.authz)
+        if after is None:
+            return f"refund what token {key} spent"
+        return f"set what token {key} spent back to {_shown(after)}"
+    if family == "token.revoked":  # a worker's tokens are revoked when it ends
+        return f"lift the revocation of token {key}" if after is None else f"revoke token {key}"
     verb = "remove" if after is None else "restore"
     return f"{verb} {family} {key}" + ("" if after is None else f" ({_shown(after)})")
 
@@ -131,6 +137,8 @@ def action_words(name: str, args: dict[str, Any]) -> str:
     verb = {"component.start": "start", "component.stop": "stop"}.get(name)
     if verb is not None:
         return f"{verb} {what}".strip()
+    if name == "workspace.apply":  # naga_core.workspace: a stored change set, put back
+        return f"restore the files the undone tool calls changed in {args.get('root', '?')}"
     return f"run {name}" + (f" on {what}" if what else "")
 
 
@@ -173,10 +181,36 @@ def _preview_lines(data: dict[str, Any]) -> list[str]:
         return [f"nothing to undo after entry {data['to_seq']}"]
     lines += [f"  {c['words']}" for c in data["changes"]]
     lines += [f"  {w}" for w in data["world_action_words"]]
+    said = {e["seq"]: e["text"] for e in data.get("entries", [])}
     lines += [
-        f"  cannot undo entry {s}: it stays done (irreversible)" for s in data["irreversible_seqs"]
+        f"  undoes entry {seq}: {text}"
+        for seq, text in said.items()
+        if seq not in data["irreversible_seqs"]
+    ]
+    lines += [
+        f"  cannot undo entry {s}: it stays done (irreversible)"
+        + (f": {said[s]}" if s in said else "")
+        for s in data["irreversible_seqs"]
     ]
     return lines
+
+
+#: Undone entries described by name at most (the newest); the rest by seq.
+_DESCRIBED = 100
+
+
+def _undone_entries(core: Client, preview: dict[str, Any]) -> list[dict[str, Any]]:
+    """The effects a rollback undoes, newest first, in the words of their
+    entries ("tool fs.write in turn ...: 1 path(s) changed (hello.txt)"):
+    the changes alone name kernel keys, not what the owner did."""
+    if preview["effects_undone"] == 0:
+        return []
+    page = core.history(_DESCRIBED, preview["through_seq"] + 1)
+    return [
+        {"seq": e.seq, "text": e.description}
+        for e in page.entries
+        if e.seq > preview["to_seq"] and e.kind == "kernel.effect" and e.description
+    ]
 
 
 def rollback(args: argparse.Namespace, home: Home) -> Outcome:
@@ -188,6 +222,7 @@ def rollback(args: argparse.Namespace, home: Home) -> Outcome:
         # The owner's CLI acts for the owner: a rollback that brings back a
         # privilege is the owner's call, and this is the owner asking.
         preview = _preview(core.rollback(to_seq, dry_run=True, by_owner=True), True)
+        preview["entries"] = _undone_entries(core, preview)
         span = f"{preview['to_seq'] + 1}..{preview['through_seq']}"
         head = (
             f"rolling back to {to_seq} would undo {preview['effects_undone']} effect(s) ({span}):"
@@ -206,6 +241,7 @@ def rollback(args: argparse.Namespace, home: Home) -> Outcome:
             if answer.strip().lower() not in ("y", "yes"):
                 return Outcome(1, {**preview, "dry_run": True}, ["cancelled: nothing was changed"])
         data = _preview(core.rollback(to_seq, dry_run=False, by_owner=True), False)
+        data["entries"] = preview["entries"]
     lines = [
         f"rolled back to {to_seq}: undid {data['effects_undone']} effect(s) "
         f"as ledger entry {data['seq']}",

@@ -2,7 +2,9 @@
 holds it: messages and replies with their times, and between them the
 tool calls, the turns that ended without an answer (errors, aborts) and
 the core's notes (a job's reply WeChat did not carry), which the session's
-plain history leaves out.
+plain history leaves out. The conversation is append-only: what a rollback
+in force undid is shown, marked ``[undone]`` (as the console strikes it
+through).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from google.protobuf.message import DecodeError
 
 from naga.sdk import Client
 from naga.v1 import agent_pb2 as apb
+from naga.v1 import kernel_pb2 as kpb
 from naga.v1 import turn_pb2 as tpb
 from naga_core._home import Home
 from naga_core.cli._output import Outcome
@@ -47,6 +50,7 @@ def log(args: argparse.Namespace, home: Home) -> Outcome:
             raise CommandRefused(f"no session named {session!r} (sessions: {listed})")
         entries = core.session_history(session, args.limit)
         extra = _details(core, session, entries[0].seq) if entries else []
+        dead = _undone(core, entries[0].seq) if entries else []
     rows: list[dict[str, Any]] = [
         {
             "seq": e.seq,
@@ -59,6 +63,8 @@ def log(args: argparse.Namespace, home: Home) -> Outcome:
         for e in entries
     ]
     rows = sorted(rows + extra, key=lambda r: r["seq"])
+    for r in rows:
+        r["undone"] = any(kept < r["seq"] < at for kept, at in dead)
     lines = [_line(r) for r in rows] or [f"session {session} has no messages yet"]
     return Outcome(0, {"session": session, "entries": rows}, lines)
 
@@ -109,7 +115,37 @@ def _details(core: Client, session: str, start: int) -> list[dict[str, Any]]:
     return out
 
 
+def _undone(core: Client, oldest: int) -> list[tuple[int, int]]:
+    """The (kept, rollback) seq ranges that rollbacks in force undid, back
+    to ``oldest``: the last rollback undid what lies between its target and
+    itself; before its target, the rollbacks in force then, and so on (a
+    rolled-back rollback lies inside a range). As naga_gateway's console."""
+    rollbacks: list[tuple[int, int]] = []  # (seq, rollback_to), newest first
+    before: int | None = None
+    for _ in range(_SCAN // _PAGE):
+        page = core.history(_PAGE, before)
+        rollbacks += [
+            (e.seq, e.rollback_to) for e in page.entries if e.form == kpb.EFFECT_FORM_ROLLBACK
+        ]
+        if not page.more or page.next_before_seq <= oldest:
+            break
+        before = page.next_before_seq
+    dead: list[tuple[int, int]] = []
+    cursor: int | None = None  # everything at or before it is as it was then
+    for seq, target in rollbacks:
+        if cursor is None or seq < cursor:
+            dead.append((target, seq))
+            cursor = target
+            if cursor < oldest:
+                break
+    return dead
+
+
 def _line(r: dict[str, Any]) -> str:
+    return _text(r) + ("  [undone]" if r.get("undone") else "")
+
+
+def _text(r: dict[str, Any]) -> str:
     when = _clock(r["time_ns"])
     role = r["role"]
     if role == "user":

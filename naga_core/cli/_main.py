@@ -8,8 +8,10 @@ function, so groups built on other branches (``daemon install``,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -379,7 +381,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("naga: interrupted\n")
         return 130
-    return outcome.emit(as_json)
+    try:
+        return outcome.emit(as_json)
+    except BrokenPipeError:
+        # The reader went away (`naga history | head`): say nothing more, and
+        # point stdout away from the pipe, or the interpreter's own flush at
+        # exit prints a traceback.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

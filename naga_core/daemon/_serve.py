@@ -51,6 +51,7 @@ from naga_core.agent import (
     AgentWorkers,
     StartFold,
     ToolCalls,
+    enable_shipped_tools,
     web_open_hosts,
 )
 from naga_core.approvals import Approvals
@@ -122,7 +123,7 @@ class CoreConfig:
     agent: AgentConfig = field(default_factory=AgentConfig)
     gateway: GatewayOptions = field(default_factory=GatewayOptions)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
-    #: Enable the shipped tools (fs, shell) on a fresh home, at its first turn.
+    #: Enable the shipped tools (fs, shell, web) on a fresh home, at its start.
     default_tools: bool = True
 
 
@@ -216,9 +217,7 @@ async def serve_core(
         # A worker's tokens are revoked when it ends: its open streams end too.
         plugins.on_revoked(authorizer.revocations.bump)
         workspace.read_setting(lambda: core.settings.get_text("workspace.path"))
-        tools = ToolCalls(
-            core, plugins, workspace, Approvals(core, config.clock), defaults=config.default_tools
-        )
+        tools = ToolCalls(core, plugins, workspace, Approvals(core, config.clock))
         snapshots = StartSnapshots(
             ledger,
             kernel,
@@ -442,6 +441,10 @@ async def _serve(
             # last). The executors and the provider warm up from here; a turn
             # that arrives before one is ready waits for it.
             await nursery.start(liveness.watched, "the plugins", plugins.serve, core, report)
+            if config.default_tools:
+                # Before readiness: from the first start, the plugin list
+                # and the console say what a turn is offered.
+                await enable_shipped_tools(core, plugins)
             await nursery.start(liveness.watched, "the executors", workers.serve, core, report)
             agent.recover()
             await nursery.start(wechat.serve)

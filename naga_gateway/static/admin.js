@@ -9,7 +9,9 @@
   const { el, clock, ago, plural } = Naga.util;
   const rpc = Naga.rpc;
   const pages = Naga.pages;
-  const RISK = ["R0 read-only", "R1 local, reversible", "R2 writes files", "R3 network or money", "R4 irreversible"];
+  // The scale's words (R0 read-only .. R4 destructive): what a tool does is
+  // its description's; a level says how careful to be, not what it reaches.
+  const RISK = ["R0 read-only", "R1 low risk", "R2 changes things", "R3 high risk", "R4 destructive"];
 
   function shown(v) { return v === null || v === undefined ? "(none)" : v === "" ? '""' : typeof v === "boolean" ? (v ? "true" : "false") : String(v); }
   function table(headers, rows, wide) {
@@ -123,6 +125,19 @@
     lead: "Installed plugins, their state, what each may reach and its tools with risk levels. Enabling or disabling one is an effect that undo can revert; new plugins are installed with `naga plugin install`.",
     async render(body) {
       const res = await rpc.request("plugins", {});
+      // Which tools a turn is offered and which ask first are settings: say
+      // so at each tool, or a running plugin's tool reads as the agent's.
+      let maxRisk = 4, approveFrom = 5;
+      try {
+        const set = new Map((await rpc.request("settings", {})).settings.map((x) => [x.name, String(x.value)]));
+        const level = (name, dflt) => { const m = /^R([0-4])$/.exec(set.get(name) || ""); return m ? Number(m[1]) : dflt; };
+        maxRisk = level("tools.max_risk", maxRisk);
+        approveFrom = level("tools.approve_from", approveFrom);
+      } catch (e) { /* the page still shows the plugins, without these notes */ }
+      const toolNotes = (p, t) => [
+        p.shipped && t.risk > maxRisk ? el("span", { class: "tag bad not-offered", text: "not offered to the agent (tools.max_risk R" + maxRisk + ")" }) : null,
+        t.risk >= approveFrom ? el("span", { class: "tag asks", text: "asks you first" }) : null,
+      ].filter(Boolean).flatMap((n) => [" ", n]);
       const status = statusLine("plugin-status");
       body.append(status);
       const act = async (p, enabled) => {
@@ -145,7 +160,7 @@
       };
       for (const p of res.plugins) {
         const state = el("span", { class: "tag" + (p.state === "running" ? " good" : p.state === "failed" ? " bad" : ""), text: p.state });
-        const tools = p.tools.length ? el("ul", {}, ...p.tools.map((t) => el("li", {}, el("code", { text: t.name }), " ", el("span", { class: "tag", text: RISK[t.risk] || "R" + t.risk }), t.description ? " " + t.description : ""))) : el("p", { class: "hint", text: "no tools" });
+        const tools = p.tools.length ? el("ul", {}, ...p.tools.map((t) => el("li", { "data-tool": t.name }, el("code", { text: t.name }), " ", el("span", { class: "tag", text: RISK[t.risk] || "R" + t.risk }), ...(p.enabled ? toolNotes(p, t) : []), t.description ? " " + t.description : ""))) : el("p", { class: "hint", text: "no tools" });
         const egress = el("p", { class: "egress hint", text: p.egress.length ? "Reaches: " + p.egress.join(", ") : "No network" });
         const card = el("div", { class: "card", "data-plugin": p.name });
         const button = p.enabled

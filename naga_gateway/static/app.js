@@ -606,7 +606,7 @@ window.Naga = (function () {
   function entryWords(e) {
     if (e.description) return e.description;
     const k = e.kind;
-    if (k.startsWith("turn.")) return { "turn.message": "a message", "turn.reply": "a reply", "turn.error": "a turn ended without an answer", "turn.tool": "a tool call", "turn.model": "a model call", "turn.steer": "a steering message" }[k] || k;
+    if (k.startsWith("turn.")) return { "turn.message": "a message", "turn.reply": "a reply", "turn.error": "a turn ended without an answer", "turn.tool": "a tool call's result", "turn.tool_call": "a tool call", "turn.tool_effect": "a tool call's file changes", "turn.model": "a model call", "turn.steer": "a steering message", "turn.resumed": "a turn started again after a restart", "turn.compact": "a summary of older messages", "turn.read_result": "more of a tool's result read", "turn.skill_review": "a skill review" }[k] || k;
     return k.replace(/[._]/g, " ");
   }
   function ledgerRow(e, undo) {
@@ -648,6 +648,8 @@ window.Naga = (function () {
       case "setting": return gone ? "reset " + c.key + " to its default" : "set " + c.key + " back to " + shown(c.after);
       case "trust": return gone ? "remove " + c.key + " from the trust table" : "set " + c.key + "'s trust back to " + shown(c.after);
       case "plugin.version": return "switch plugin " + c.key + " back to version " + shown(c.after);
+      case "budget.spent": return gone ? "refund what token " + c.key + " spent" : "set what token " + c.key + " spent back to " + shown(c.after);
+      case "token.revoked": return gone ? "lift the revocation of token " + c.key : "revoke token " + c.key;
       default: return (gone ? "remove " : "restore ") + c.family + " " + c.key;
     }
   }
@@ -659,11 +661,16 @@ window.Naga = (function () {
     card.append(el("p", { id: "preview-summary", text: "This undoes " + plural(p.effects, "effect") + " (#" + (seq + 1) + " to #" + p.through_seq + ")" + (files ? " and restores " + plural(files, "file") : "") + ". The undo is itself a ledger entry." }));
     card.append(changes.length ? el("ul", { id: "preview-changes" }, ...changes.map((w) => el("li", { text: w }))) : el("p", { class: "hint", id: "preview-changes", text: "No setting, trust entry or plugin changes: only later entries are marked undone." }));
     // In words (the gateway reads the entries): what it restores, what stays done.
-    const words = [...(p.restored || []).map((e) => el("li", { class: "restored", text: "restores #" + e.seq + ": " + e.text })),
+    const words = [...(p.restored || []).map((e) => el("li", { class: "restored", text: "undoes #" + e.seq + ": " + e.text })),
       ...(p.cannot_undo || []).map((e) => el("li", { class: "irreversible", text: "cannot be undone #" + e.seq + ": " + e.text }))];
     if (words.length) card.append(el("ul", { id: "preview-words" }, ...words));
     if (p.irreversible.length) card.append(el("p", { class: "error-box", text: "Cannot be undone (they stay done): " + p.irreversible.map((s) => "#" + s).join(", ") + "." }));
-    card.append(el("div", { class: "filter" }, el("button", { type: "button", class: "primary", id: "confirm-undo", onclick: onConfirm }, "Undo"), el("button", { type: "button", id: "cancel-undo", onclick: onCancel }, "Cancel")));
+    // A worker's tokens are revoked when it ends (a restart ends them all):
+    // lifting that is raising a privilege, which the core refuses to the
+    // console (INV-6). Say so before the click, with the command that can.
+    const lifts = p.changes.filter((c) => c.family === "token.revoked" && c.before === true && (c.after === null || c.after === undefined)).length;
+    if (lifts) card.append(el("p", { class: "error-box", id: "preview-owner-only", text: "This undo would lift " + plural(lifts, "token revocation") + " (a plugin's or a turn's tokens are revoked when its process ends, e.g. at a restart): the console may not raise a privilege. Undo from the owner's terminal instead: naga rollback --to " + seq + ", or pick a later entry here." }));
+    card.append(el("div", { class: "filter" }, el("button", { type: "button", class: "primary", id: "confirm-undo", onclick: onConfirm, disabled: lifts ? true : null }, "Undo"), el("button", { type: "button", id: "cancel-undo", onclick: onCancel }, "Cancel")));
     return card;
   }
   pages.register({

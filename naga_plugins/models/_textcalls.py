@@ -8,7 +8,9 @@ others a fenced ```json block, or the bare object as the whole reply.
 
 Only an object naming one of the request's tools counts, so a model that
 shows the user a JSON example is not mistaken for one calling a tool; what
-does not parse stays text.
+does not parse stays text. A tool's own name counts as well as its wire
+form (``fs.list`` for ``fs__list``): small models copy the name the owner's
+words and the tool descriptions use.
 """
 
 from __future__ import annotations
@@ -24,6 +26,16 @@ _CLOSERS = {"<": "</tool_call>", "`": "```"}
 _DECODER = json.JSONDecoder()
 
 
+def _declared(name: object, tools: Collection[str]) -> str | None:
+    """The request's tool ``name`` means, written as the request wrote it."""
+    if not isinstance(name, str):
+        return None
+    if name in tools:
+        return name
+    wire = name.replace(".", "__")  # naga_core.agent's wire form of a tool's name
+    return wire if "." in name and wire in tools else None
+
+
 def _as_calls(value: object, tools: Collection[str]) -> list[tuple[str, str]] | None:
     """``(name, arguments JSON)`` per call if ``value`` is a call or a list of
     calls to declared tools; else None."""
@@ -36,9 +48,9 @@ def _as_calls(value: object, tools: Collection[str]) -> list[tuple[str, str]] | 
         function = obj.get("function")
         if isinstance(function, dict) and "name" not in obj:
             obj = function  # pyright: ignore[reportUnknownVariableType]
-        name = obj.get("name")
+        name = _declared(obj.get("name"), tools)
         arguments = obj.get("arguments", obj.get("parameters", {}))
-        if not isinstance(name, str) or name not in tools:
+        if name is None:
             return None
         if isinstance(arguments, str):
             try:

@@ -34,6 +34,9 @@ CASES = {
     ),
     "cut": ((Reply.cut("Hello there, this is cut", after_events=2),), "the answer was cut"),
     "stall": ((Reply.stall(),), "sent no answer for 1 s (the read timeout)"),
+    # The embedded model, after eight failed tool calls: the model's doing,
+    # not "internal" (which says Naga failed).
+    "empty": ((Reply.answer(""),), "the model answered with no text"),
 }
 
 

@@ -257,6 +257,28 @@ def test_log_shows_a_stopped_turn(cli: Cli) -> None:
     assert any(re.fullmatch(_TIME + r" naga: .*\[stopped\]", line) for line in out.splitlines())
 
 
+def test_log_marks_what_a_rollback_undid(
+    cli: Cli, core: CoreProcess, model_server: ServerThread
+) -> None:
+    """The console strikes undone turns through; `naga log` showed them as
+    if they stood (found by hand after undoing a turn that wrote a file)."""
+    model_server.script(Reply.answer("one"))
+    assert cli("chat", "--session", "undo-log", "first")[0] == 0
+    with Client.connect(core.home) as c:
+        kept = c.history(limit=1).entries[0].seq
+    model_server.script(Reply.answer("two"))
+    assert cli("chat", "--session", "undo-log", "second")[0] == 0
+    code, _, err = cli("rollback", "--to", str(kept), "--yes")
+    assert code == 0, err
+    code, out, err = cli("log", "undo-log")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert re.fullmatch(_TIME + r" you: first", lines[0]), lines
+    assert re.fullmatch(_TIME + r" naga: one", lines[1]), lines
+    assert re.fullmatch(_TIME + r" you: second  \[undone\]", lines[2]), lines
+    assert re.fullmatch(_TIME + r" naga: two  \[undone\]", lines[3]), lines
+
+
 # --- providers ------------------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from naga_core._home import Home
 from naga_core._store import open_ledger
+from naga_core.agent import SHIPPED_TOOLS
 from naga_core.cli import main
 
 STATE_CHANGING = [
@@ -103,19 +104,28 @@ def _drive(cli: Cli) -> None:
     assert code == 0
     proc = st["processes"][0]
     assert proc["role"] == "core"
-    # The rest are the agent's warm executors (no provider is configured).
-    assert [p["role"] for p in st["processes"][1:]] == ["executor:0", "executor:1"]
+    # The rest are the shipped tools a fresh install enables and the agent's
+    # warm executors (no provider is configured).
+    assert [p["role"] for p in st["processes"][1:]] == [
+        *(f"plugin:{name}" for name in SHIPPED_TOOLS),
+        "executor:0",
+        "executor:1",
+    ]
     assert proc["state"] == "running"
     pid = proc["pid"]
     assert pid > 0
     code, out, _ = cli("daemon", "start", "--no-gateway")
     assert (code, out) == (0, f"naga-core is already running (pid {pid}) on {st['socket']}\n")
 
+    # The first start's records end once each tool's worker runs (its token is minted first).
+    for name in SHIPPED_TOOLS:
+        assert cli("plugin", "enable", name)[0] == 0
+    base = cli.json("ledger", "head")[1]["size"]
     code, out, _ = cli("config", "set", "agent.max_steps", "40")
     assert code == 0
     assert out.splitlines() == [
         "agent.max_steps = 40  (set; an integer in 1..100)",
-        "  ledger entry 0; takes effect from the next turn",
+        f"  ledger entry {base}; takes effect from the next turn",
     ]
     code, out, err = cli("config", "set", "agent.max_steps", "400")
     assert code == 1
@@ -128,8 +138,11 @@ def _drive(cli: Cli) -> None:
 
     code, hist = cli.json("history", "--limit", "5")
     assert code == 0
-    assert [(e["seq"], e["form"]) for e in hist["entries"]] == [(1, "register"), (0, "register")]
-    code, dry = cli.json("rollback", "--to", "0", "--dry-run")
+    assert [(e["seq"], e["form"]) for e in hist["entries"][:2]] == [
+        (base + 1, "register"),
+        (base, "register"),
+    ]
+    code, dry = cli.json("rollback", "--to", str(base), "--dry-run")
     assert code == 0
     assert dry["seq"] is None
     assert dry["changes"] == [
@@ -141,18 +154,18 @@ def _drive(cli: Cli) -> None:
             "words": "remove wechat:bob from the trust table",
         }
     ]
-    code, out, _ = cli("rollback", "--to", "0", "--yes")
+    code, out, _ = cli("rollback", "--to", str(base), "--yes")
     assert code == 0
-    assert out.startswith("rolled back to 0: undid 1 effect(s) as ledger entry 2")
+    assert out.startswith(f"rolled back to {base}: undid 1 effect(s) as ledger entry {base + 2}")
     assert cli.json("trust", "show")[1]["entries"] == []
 
     code, head = cli.json("ledger", "head")
     assert code == 0
-    assert head["size"] == 3
+    assert head["size"] == base + 3
     assert head["via"] == "naga-core"
-    code, proof = cli.json("ledger", "prove", "1")
+    code, proof = cli.json("ledger", "prove", str(base + 1))
     assert code == 0
-    assert proof["tree_size"] == 3
+    assert proof["tree_size"] == base + 3
     code, _, err = cli("ledger", "verify")
     assert code == 1
     assert f"naga-core (pid {pid}) is running and owns the ledger" in err

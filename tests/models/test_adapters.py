@@ -217,6 +217,52 @@ def test_openai_tool_calls_written_in_the_text_are_parsed(
     trio.run(main)
 
 
+FS_LIST = model_pb2.ToolSpec(
+    name="fs__list",  # fs.list as naga_core.agent writes it on the wire
+    description="List a workspace directory",
+    parameters_json_schema='{"type":"object","properties":{"path":{"type":"string"}}}',
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # What the embedded qwen2.5-coder-0.5b answered to "Call fs.list with path .".
+        '{"name": "fs.list", "arguments": {"path": "."}}',
+        '<tool_call>\n{"name": "fs.list", "arguments": {"path": "."}}\n</tool_call>',
+    ],
+    ids=["bare object", "qwen tags"],
+)
+def test_openai_text_calls_may_name_the_tool_as_naga_does(text: str) -> None:
+    async def main() -> None:
+        async with rig("openai") as r:
+            r.server.script(Reply.answer(text, finish="stop"))
+            request = hi()
+            request.tools.append(FS_LIST)
+            response = await r.adapter.complete(request)
+            (call,) = response.message.tool_calls
+            assert (call.name, json.loads(call.arguments_json)) == ("fs__list", {"path": "."})
+            assert response.message.content == ""
+            assert response.finish_reason == model_pb2.FINISH_REASON_TOOL_CALLS
+
+    trio.run(main)
+
+
+def test_a_dotted_name_is_no_call_when_its_wire_form_is_not_offered() -> None:
+    text = '{"name": "fs.delete", "arguments": {"path": "x"}}'
+
+    async def main() -> None:
+        async with rig("openai") as r:
+            r.server.script(Reply.answer(text))
+            request = hi()
+            request.tools.append(FS_LIST)
+            response = await r.adapter.complete(request)
+            assert response.message.content == text
+            assert not response.message.tool_calls
+
+    trio.run(main)
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -14,7 +14,8 @@ import pytest
 
 from naga.sdk import Client
 from tests.cli.conftest import naga_command
-from tests.tools._turns import TurnInThread, results
+from tests.fakes.model_server import Reply
+from tests.tools._turns import TurnInThread, model_name, results
 from tests.tools.conftest import ToolsCore
 
 pytestmark = pytest.mark.slow  # each naga command is a process of its own
@@ -150,3 +151,40 @@ def test_bad_ids_are_refused_clearly(tools_core: ToolsCore, asking: Client) -> N
     code, _, err = naga(tools_core, "approve", "deny", "ap-0123456789ab")
     assert code == 1
     assert "no pending approval" in err
+
+
+def test_naga_chat_says_how_to_answer_a_call_that_waits(
+    tools_core: ToolsCore, asking: Client
+) -> None:
+    """Without that line a terminal chat looked hung until the approval
+    timed out into a deny (found by hand: it printed only `[tool shell.run]`)."""
+    tools_core.model.script(
+        Reply.answer(tool_calls=(("c0", model_name("shell.run"), '{"command": "echo hi"}'),)),
+        Reply.answer("not run"),
+    )
+    chat = subprocess.Popen(
+        [*naga_command(), "chat", "--session", "ap-chat", "go", "--home", tools_core.home],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert chat.stderr is not None
+        said: list[str] = []
+        while not any("naga approve deny" in line for line in said):
+            line = chat.stderr.readline()
+            assert line, f"naga chat ended without saying how to answer: {said}"
+            said.append(line)
+        assert '[shell.run (R3) waits for your approval: {"command": "echo hi"}' in said[-2]
+        (card,) = _pending(tools_core)
+        assert f"naga approve allow {card['id']} | naga approve deny {card['id']}" in said[-1]
+        assert "s is a deny)]" in said[-1]
+        code, _, err = naga(tools_core, "approve", "deny", str(card["id"]))
+        assert code == 0, err
+        out, _ = chat.communicate(timeout=120)
+        assert chat.returncode == 0
+        assert "not run" in out
+    finally:
+        if chat.poll() is None:
+            chat.kill()
+            chat.wait()

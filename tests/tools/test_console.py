@@ -225,3 +225,69 @@ def test_undo_restores_the_file_and_marks_the_turn_undone(console: Console, brow
         ),
     )
     assert "hello" in [t.strip() for t in _texts(d, "#messages li.assistant:not(.undone) .bubble")]
+
+
+def test_undo_past_a_worker_s_end_says_the_console_cannot_and_what_can(
+    console: Console, browser: Any
+) -> None:
+    """A worker's tokens are revoked when it ends (every restart ends them
+    all); an undo past that would lift the revocations, which the core
+    refuses to the console. Found by hand: the preview offered Undo, the
+    click answered "only the owner can" to the owner."""
+    d = browser
+    with console.client() as c:
+        keep = c.history(limit=1).entries[0].seq  # an entry the page lists
+        c.disable_plugin("shell")  # its worker ends: its token is revoked
+        try:
+            open_console(d, console)
+            _click(d, '#pages button[data-page="rollback"]')
+            _wait(
+                d,
+                "the entry to undo to",
+                lambda _: _click(d, f'#page-rollback button.undo[data-seq="{keep}"]'),
+            )
+            _wait(d, "the dry run", lambda _: d.find_element("id", "preview").is_displayed())
+            # Every record the earlier turns left is in words (was: "turn.tool_call").
+            kinds = _texts(d, '#page-rollback td[data-label="what"]')
+            assert kinds, "no rows"
+            assert not [k for k in kinds if k.startswith("turn.")], kinds
+            changes = _texts(d, "#preview-changes li")
+            assert any(t.startswith("lift the revocation of token ") for t in changes), changes
+            (said,) = _texts(d, "#preview-owner-only")
+            assert f"naga rollback --to {keep}" in said
+            assert d.find_element("id", "confirm-undo").get_attribute("disabled") is not None
+        finally:
+            c.enable_plugin("shell", wait=30)
+
+
+def _tool_line(d: Any, name: str) -> str:
+    (line,) = _texts(d, f'#page-plugins li[data-tool="{name}"]')
+    return " ".join(line.split())
+
+
+def test_the_plugins_page_says_which_tools_the_agent_is_offered_and_which_ask(
+    console: Console, browser: Any
+) -> None:
+    """Found by hand on a fresh install: shell.run read "R3 network or money"
+    (it has no network), web.fetch "R1 local, reversible" (a fetch is
+    neither), and nothing said shell.run is not offered at tools.max_risk R2."""
+    d = browser
+    with console.client() as c:
+        c.set_setting_text("tools.max_risk", "R2")
+        try:
+            open_console(d, console)
+            _click(d, '#pages button[data-page="plugins"]')
+            listed = '#page-plugins li[data-tool="fs.read"]'
+            _wait(d, "the plugins page", lambda _: _texts(d, listed))
+            shell = _tool_line(d, "shell.run")
+            assert "not offered to the agent (tools.max_risk R2)" in shell, shell
+            assert "asks you first" in shell, shell
+            read = _tool_line(d, "fs.read")
+            assert "not offered" not in read, read
+            assert "asks you first" not in read, read
+            assert "R1 low risk" in _tool_line(d, "web.fetch")
+            page = " ".join(_texts(d, "#page-plugins"))
+            assert "network or money" not in page
+            assert "reversible" not in page
+        finally:
+            c.set_setting_text("tools.max_risk", "R3")  # as the module's fixture set it

@@ -28,8 +28,14 @@ def _root() -> str:
 
 
 def _rel(path: str) -> str:
-    if "\0" in path or path.startswith("/"):
+    if "\0" in path:
         raise ToolFailed(f"path {path!r} must be relative to the workspace")
+    if path.startswith("/"):
+        # Small models write "/workspace/x" for the workspace's x, and then
+        # repeat the same call if the error does not show the right one.
+        rest = path.lstrip("/")
+        rest = rest.removeprefix("workspace/") if rest != "workspace" else ""
+        raise ToolFailed(f"path {path!r} must be relative to the workspace, e.g. {rest or '.'!r}")
     parts = [p for p in path.split("/") if p not in ("", ".")]
     if any(p == ".." for p in parts):
         raise ToolFailed(f"path {path!r} leaves the workspace")
@@ -143,8 +149,10 @@ def edit(path: str, old: str, new: str) -> dict[str, object]:
     try:
         with open(_inside(rel), encoding="utf-8") as f:
             text = f.read()
-    except FileNotFoundError:
-        raise ToolFailed(f"no file {rel} in the workspace") from None
+    except FileNotFoundError:  # the embedded model reaches for edit to make a file
+        raise ToolFailed(
+            f"no file {rel} in the workspace (fs.edit changes a file; fs.write creates one)"
+        ) from None
     except UnicodeDecodeError:
         raise ToolFailed(f"{rel} is not UTF-8 text") from None
     count = text.count(old)
