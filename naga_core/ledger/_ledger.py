@@ -28,7 +28,9 @@ import zlib
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -172,6 +174,8 @@ class Ledger:
         self._next_seq = state.size
         self._staged_prev = state.last_leaf
         self._pending: list[_Staged] = []
+        # What the next commit waits for before it writes (commit_after).
+        self._barriers: list[Future[Any]] = []
         self._lock = threading.Lock()  # guards staging and the durable view
         self._commit_lock = threading.Lock()  # one committer at a time
         self._failed: LedgerFailed | None = None
@@ -270,12 +274,29 @@ class Ledger:
             with self._lock:
                 self._check_usable()
                 batch, self._pending = self._pending, []
+                barriers, self._barriers = self._barriers, []
+            for done in barriers:
+                # Registered before the records that depend on it were
+                # staged, so taken with their batch (or an earlier one).
+                exc = done.exception()
+                if exc is not None:
+                    raise self._fail_before(exc)
             if batch:
                 try:
                     self._write(batch)
                 except OSError as exc:
                     raise self._fail(exc) from exc
             return self._durable
+
+    def commit_after(self, done: Future[Any]) -> None:
+        """The next commit writes nothing until ``done`` has finished: call
+        it before staging a record that needs ``done``'s work on disk first
+        (a blob it references, stored by :meth:`BlobStore.put_soon`). If
+        ``done`` failed, that commit fails the ledger instead (LedgerFailed:
+        the records that depend on it are staged and cannot be taken back)."""
+        with self._lock:
+            self._check_usable()
+            self._barriers.append(done)
 
     def writer_free_within(self, timeout_s: float) -> bool:
         """Whether the writer can start a commit within ``timeout_s``: False
@@ -304,6 +325,16 @@ class Ledger:
             raise LedgerClosed("the ledger is closed")
         if self._failed is not None:
             raise self._failed
+
+    def _fail_before(self, exc: BaseException) -> LedgerFailed:
+        with self._lock:
+            failed = self._failed = LedgerFailed(
+                f"a write the ledger's next records depend on failed ({exc}); nothing more is "
+                "accepted until it is reopened"
+            )
+            self._pending.clear()
+            self._barriers.clear()
+            return failed
 
     def _fail(self, exc: OSError) -> LedgerFailed:
         with self._lock:
