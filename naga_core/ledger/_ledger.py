@@ -176,6 +176,9 @@ class Ledger:
         self._pending: list[_Staged] = []
         # What the next commit waits for before it writes (commit_after).
         self._barriers: list[Future[Any]] = []
+        # The frames of the last records committed, for the readers that
+        # follow the head (Subscribe streams read each new record).
+        self._recent: OrderedDict[int, bytes] = OrderedDict()
         self._lock = threading.Lock()  # guards staging and the durable view
         self._commit_lock = threading.Lock()  # one committer at a time
         self._failed: LedgerFailed | None = None
@@ -390,20 +393,24 @@ class Ledger:
                 j += 1
             chunk = batch[i:j]
             n = len(chunk)
-            data = b"".join(frame(s.body, s.crc, k, n) for k, s in enumerate(chunk))
+            frames = [frame(s.body, s.crc, k, n) for k, s in enumerate(chunk)]
             assert active.handle is not None
-            active.handle.write(data)
+            active.handle.write(b"".join(frames))
             active.handle.sync()
-            self._publish(active, chunk)
+            self._publish(active, chunk, frames)
             i = j
 
-    def _publish(self, active: _Active, chunk: list[_Staged]) -> None:
+    def _publish(self, active: _Active, chunk: list[_Staged], frames: list[bytes]) -> None:
         with self._lock:
             off = active.bytes
-            for s in chunk:
+            for s, f in zip(chunk, frames, strict=True):
                 active.offsets.append(off)
                 off += RECORD_HEADER_BYTES + len(s.body)
                 self._leaves += s.leaf
+                if len(f) <= _RECENT_MAX_BYTES:
+                    self._recent[s.seq] = f
+            while len(self._recent) > _RECENT_KEPT:
+                self._recent.popitem(last=False)
             active.bytes = off
             self._durable = chunk[-1].seq + 1
 
@@ -555,6 +562,12 @@ class Ledger:
     def read(self, seq: int) -> Record:
         """The durable record ``seq``, checked against its frame and leaf hash."""
         path, offset = self._locate(seq)
+        with self._lock:
+            recent = self._recent.get(seq)
+        if recent is not None:
+            # Just written: the frame as it went to disk, read back by every
+            # stream that follows the head (no two opens of the segment each).
+            return self._decode_checked(path, offset, memoryview(recent), 0, seq)
         try:
             head = self._fs.read(path, offset, RECORD_HEADER_BYTES)
             n = int.from_bytes(head[8:12], "big") if len(head) == RECORD_HEADER_BYTES else 0
@@ -672,6 +685,10 @@ class Ledger:
 
 #: Sealed segments' indexes kept read back (about 1.8 MB each at 8 MB segments).
 _INDEXES_KEPT = 2
+#: Frames of the latest records kept in memory for Ledger.read, and the
+#: largest one kept.
+_RECENT_KEPT = 128
+_RECENT_MAX_BYTES = 16 * 1024
 
 
 def _sha256(data: bytes) -> bytes:
