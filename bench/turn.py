@@ -40,6 +40,7 @@ import json
 import os
 import select
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -104,6 +105,16 @@ class Server:
         assert self._scope is not None
         trio.from_thread.run_sync(self._scope.cancel, trio_token=self._token)
         self._thread.join(5)
+
+
+def _free_port() -> int:
+    """A loopback port free now, for the core's gateway. On its default
+    port the gateway gave up whenever another core on the machine held it,
+    and the figures (CPU, RSS, processes) then left it out."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 def _pct(samples: list[float]) -> dict[str, float]:
@@ -337,11 +348,12 @@ def main() -> int:
     try:
         out["per_turn_wire"] = _per_turn_wire(server, os.path.join(root, "count"), args.count)
         server.script(1)
+        gateway_port = str(_free_port())
         r, w = os.pipe()
         started = time.perf_counter()
         with open(os.path.join(root, "core.log"), "ab") as log:
             proc = subprocess.Popen(
-                [*_CORE_ARGV, "--home", home, "--ready-fd", str(w)],
+                [*_CORE_ARGV, "--home", home, "--ready-fd", str(w), "--gateway-port", gateway_port],
                 stdout=log,
                 stderr=log,
                 pass_fds=(w,),
@@ -357,6 +369,10 @@ def main() -> int:
             time.sleep(1.0)  # let the start-up settle before the idle figure
             out["rss_idle_mb"] = _rss_mb(pids)
             out["processes"] = len(pids)
+            # What rss_idle_mb covers: the processes up at the first answer
+            # (the plugins' workers start meanwhile and may not be yet).
+            idle_roles = _roles(client, proc.pid)
+            out["rss_idle_roles"] = sorted(idle_roles[p] for p in pids if p in idle_roles)
 
             server.script(args.turns)
             cpu0 = _cpu_s(pids)

@@ -185,6 +185,8 @@ PROVIDER_CONFIG_FILE: Final = "provider.pb"
 PLUGIN_SETUP_EXIT_CODE: Final = 78
 #: Record kind of every kernel effect (and abort) in the ledger.
 KERNEL_EFFECT_KIND: Final = "kernel.effect"
+#: The kernel state family of the settings (a SetOp's ``family``).
+KERNEL_SETTING_FAMILY: Final = "setting"
 #: A session name (the whole string matches).
 SESSION_PATTERN: Final = r"[a-z0-9][a-z0-9_.:-]{0,127}"
 #: Longest idempotency key a client may send with a message, in characters.

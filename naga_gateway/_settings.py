@@ -2,8 +2,10 @@
 
 ``lanes.queue_mode`` (the mode of a message that names none) is the core's
 setting; the gateway reads it with ``GetSetting`` at start and again whenever a kernel
-effect becomes durable (a setting change and a rollback are both one),
-seen through a ledger ``Subscribe`` stream from the head. A change applies
+effect that may change it becomes durable (one that writes it, a rollback,
+an abort), seen through a ledger ``Subscribe`` stream from the head. Every
+turn's budget debit is a kernel effect too: it is seen and passed over,
+without a call back to the core (docs/adr/0043). A change applies
 to what is sent after the gateway saw it (``lanes.max_concurrent``, the cap
 on running turns, is the core's alone: docs/adr/0028).
 :meth:`LaneSettings.wait_applied` says when a given ledger seq has been
@@ -20,8 +22,10 @@ import logging
 from collections.abc import Callable
 
 import trio
+from google.protobuf.message import DecodeError
 
-from naga.constants import KERNEL_EFFECT_KIND
+from naga.constants import KERNEL_EFFECT_KIND, KERNEL_SETTING_FAMILY
+from naga.v1 import kernel_pb2 as kpb
 from naga.v1 import ledger_pb2 as lpb
 from naga_gateway._core import CorePort
 from naga_gateway._lanes import Lanes, Mode
@@ -86,7 +90,7 @@ class LaneSettings:
         async def on_event(event: lpb.SubscribeEvent) -> None:
             nonlocal fresh
             if event.HasField("record"):
-                fresh = True
+                fresh = fresh or _may_change_mode(event.record)
             elif event.HasField("caught_up"):
                 if fresh:
                     await self._apply()
@@ -115,6 +119,22 @@ class LaneSettings:
         taken into account."""
         while self.applied_next_seq <= seq:
             await self._advanced.wait()
+
+
+def _may_change_mode(record: lpb.Record) -> bool:
+    """Whether a kernel effect may have changed ``lanes.queue_mode``: it
+    writes it, or it is a rollback or an abort (they restore what they
+    undo). One that cannot be read counts as a change."""
+    try:
+        effect = kpb.Effect.FromString(record.payload)
+    except DecodeError:
+        return True
+    if effect.form in (kpb.EFFECT_FORM_ROLLBACK, kpb.EFFECT_FORM_ABORT):
+        return True
+    return any(
+        op.family == KERNEL_SETTING_FAMILY and op.key == QUEUE_MODE
+        for op in (*effect.forward, *effect.inverse)
+    )
 
 
 __all__ = ["KERNEL_EFFECT_KIND", "QUEUE_MODE", "LaneSettings"]

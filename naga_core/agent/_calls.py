@@ -174,7 +174,13 @@ class ExecutorCalls:
         failed = reply.HasField("error")
         answer_raw = (reply.error if failed else reply.response).SerializeToString()
         sealed_answer = sealer.seal_blob(who, answer_raw)
-        digests = (stored[0], await trio.to_thread.run_sync(self._blobs.put, sealed_answer))
+        # Stored while the answer goes back to the executor: the commit
+        # that makes its record durable waits for the blob first (a record
+        # never names a blob that is not on disk), so its syncs (file,
+        # fan-out directory) are off the turn's path.
+        answer_digest, answer_put = self._blobs.put_soon(sealed_answer)
+        self._core.ledger.commit_after(answer_put)
+        digests = (stored[0], answer_digest)
         usage = reply.response.usage
         body = apb.TurnRecord(
             session=running.session,

@@ -92,12 +92,18 @@ class AsyncUnary(Generic[Req]):
     """A unary RPC whose handler must wait for something (a plugin's
     answer): ``handle`` runs as a task on the trio loop, other handlers run
     while it waits, and it is cancelled if the caller goes away. Kernel
-    writes it makes are settled before the response, as for :class:`Unary`."""
+    writes it makes are settled before the response, as for :class:`Unary`,
+    unless ``settled_later``: the handler's records are then made durable by
+    a later commit that comes before anything depending on them leaves the
+    core (ModelService.Complete: its trace and debit are settled with the
+    turn's next tool call's intent or its end, before the final event;
+    docs/adr/0043)."""
 
     name: str
     request: type[Req]
     handle: Callable[[Principal, Req], Awaitable[Message]]
     check: Callable[[Req], None] = _no_check
+    settled_later: bool = False
 
 
 Method = Unary[Any] | Stream[Any] | AsyncUnary[Any]
@@ -369,7 +375,8 @@ class Bridge:
                 finally:
                     # What the handler journaled is durable before any answer
                     # leaves, an error included (it may fail after a write).
-                    self._settle_ledger()
+                    if not m.settled_later:
+                        self._settle_ledger()
                 return response.SerializeToString()
             except Exception as exc:  # noqa: BLE001 - answered with a status; see _answer
                 _answer(context, full, exc)

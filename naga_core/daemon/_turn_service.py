@@ -187,7 +187,18 @@ class ModelServicer:
         self._agent = agent
 
     def methods(self) -> list[Method]:
-        return [AsyncUnary("Complete", apb.ModelCallRequest, self._agent.complete, check_complete)]
+        # A call's trace and debit ride the turn's next commit (its next tool
+        # call's intent, or its end before the final event): one group
+        # commit less per model call (docs/adr/0043).
+        return [
+            AsyncUnary(
+                "Complete",
+                apb.ModelCallRequest,
+                self._agent.complete,
+                check_complete,
+                settled_later=True,
+            )
+        ]
 
 
 class ToolServicer:

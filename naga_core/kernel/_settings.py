@@ -35,10 +35,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from naga.constants import KERNEL_SETTING_FAMILY
 from naga_core.kernel._branch import same
 from naga_core.kernel._state import KernelError, Registrar, Scalar
 
-SETTING_FAMILY = "setting"
+SETTING_FAMILY = KERNEL_SETTING_FAMILY
 MAX_NAME_CHARS = 64
 DEFAULT_MAX_TEXT = 256
 _NAME = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+")

@@ -18,7 +18,9 @@ from __future__ import annotations
 import hashlib
 import os.path
 import secrets
+import threading
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
@@ -78,6 +80,8 @@ class BlobStore:
         # fsync is never retried: the kernel may have dropped the pages and a
         # second fsync can report success anyway, so put refuses from then on.
         self._failed: str | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
     @property
     def root(self) -> str:
@@ -135,6 +139,23 @@ class BlobStore:
             self._failed = f"storing {path}: {e}"
             raise BlobError(f"cannot store blob {path}: {e}") from e
         return digest
+
+    def put_soon(self, data: bytes) -> tuple[bytes, Future[bytes]]:
+        """Start :meth:`put` of ``data`` on a thread of this store: its
+        digest now, and the put's future (done when the blob is durable, or
+        failed with its BlobError). A record may name the digest at once if
+        the ledger's commit waits for the future first
+        (:meth:`Ledger.commit_after`): the blob is durable before any record
+        that references it, as with put, without its syncs on the caller's
+        path."""
+        if len(data) > MAX_BLOB_BYTES:
+            raise BlobError(f"blob of {len(data)} bytes exceeds the limit of {MAX_BLOB_BYTES}")
+        digest = hashlib.sha256(data).digest()
+        with self._pool_lock:
+            if self._pool is None:
+                # Two: a put's syncs overlap the next one's write.
+                self._pool = ThreadPoolExecutor(2, thread_name_prefix="naga-blob")
+            return digest, self._pool.submit(self.put, data)
 
     def get(self, digest: bytes) -> bytes:
         """Read a blob and check it: NotFound if absent, BlobCorrupt if altered."""

@@ -28,7 +28,9 @@ import zlib
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -172,6 +174,11 @@ class Ledger:
         self._next_seq = state.size
         self._staged_prev = state.last_leaf
         self._pending: list[_Staged] = []
+        # What the next commit waits for before it writes (commit_after).
+        self._barriers: list[Future[Any]] = []
+        # The frames of the last records committed, for the readers that
+        # follow the head (Subscribe streams read each new record).
+        self._recent: OrderedDict[int, bytes] = OrderedDict()
         self._lock = threading.Lock()  # guards staging and the durable view
         self._commit_lock = threading.Lock()  # one committer at a time
         self._failed: LedgerFailed | None = None
@@ -270,12 +277,29 @@ class Ledger:
             with self._lock:
                 self._check_usable()
                 batch, self._pending = self._pending, []
+                barriers, self._barriers = self._barriers, []
+            for done in barriers:
+                # Registered before the records that depend on it were
+                # staged, so taken with their batch (or an earlier one).
+                exc = done.exception()
+                if exc is not None:
+                    raise self._fail_before(exc)
             if batch:
                 try:
                     self._write(batch)
                 except OSError as exc:
                     raise self._fail(exc) from exc
             return self._durable
+
+    def commit_after(self, done: Future[Any]) -> None:
+        """The next commit writes nothing until ``done`` has finished: call
+        it before staging a record that needs ``done``'s work on disk first
+        (a blob it references, stored by :meth:`BlobStore.put_soon`). If
+        ``done`` failed, that commit fails the ledger instead (LedgerFailed:
+        the records that depend on it are staged and cannot be taken back)."""
+        with self._lock:
+            self._check_usable()
+            self._barriers.append(done)
 
     def writer_free_within(self, timeout_s: float) -> bool:
         """Whether the writer can start a commit within ``timeout_s``: False
@@ -304,6 +328,16 @@ class Ledger:
             raise LedgerClosed("the ledger is closed")
         if self._failed is not None:
             raise self._failed
+
+    def _fail_before(self, exc: BaseException) -> LedgerFailed:
+        with self._lock:
+            failed = self._failed = LedgerFailed(
+                f"a write the ledger's next records depend on failed ({exc}); nothing more is "
+                "accepted until it is reopened"
+            )
+            self._pending.clear()
+            self._barriers.clear()
+            return failed
 
     def _fail(self, exc: OSError) -> LedgerFailed:
         with self._lock:
@@ -359,20 +393,24 @@ class Ledger:
                 j += 1
             chunk = batch[i:j]
             n = len(chunk)
-            data = b"".join(frame(s.body, s.crc, k, n) for k, s in enumerate(chunk))
+            frames = [frame(s.body, s.crc, k, n) for k, s in enumerate(chunk)]
             assert active.handle is not None
-            active.handle.write(data)
+            active.handle.write(b"".join(frames))
             active.handle.sync()
-            self._publish(active, chunk)
+            self._publish(active, chunk, frames)
             i = j
 
-    def _publish(self, active: _Active, chunk: list[_Staged]) -> None:
+    def _publish(self, active: _Active, chunk: list[_Staged], frames: list[bytes]) -> None:
         with self._lock:
             off = active.bytes
-            for s in chunk:
+            for s, f in zip(chunk, frames, strict=True):
                 active.offsets.append(off)
                 off += RECORD_HEADER_BYTES + len(s.body)
                 self._leaves += s.leaf
+                if len(f) <= _RECENT_MAX_BYTES:
+                    self._recent[s.seq] = f
+            while len(self._recent) > _RECENT_KEPT:
+                self._recent.popitem(last=False)
             active.bytes = off
             self._durable = chunk[-1].seq + 1
 
@@ -524,6 +562,12 @@ class Ledger:
     def read(self, seq: int) -> Record:
         """The durable record ``seq``, checked against its frame and leaf hash."""
         path, offset = self._locate(seq)
+        with self._lock:
+            recent = self._recent.get(seq)
+        if recent is not None:
+            # Just written: the frame as it went to disk, read back by every
+            # stream that follows the head (no two opens of the segment each).
+            return self._decode_checked(path, offset, memoryview(recent), 0, seq)
         try:
             head = self._fs.read(path, offset, RECORD_HEADER_BYTES)
             n = int.from_bytes(head[8:12], "big") if len(head) == RECORD_HEADER_BYTES else 0
@@ -641,6 +685,10 @@ class Ledger:
 
 #: Sealed segments' indexes kept read back (about 1.8 MB each at 8 MB segments).
 _INDEXES_KEPT = 2
+#: Frames of the latest records kept in memory for Ledger.read, and the
+#: largest one kept.
+_RECENT_KEPT = 128
+_RECENT_MAX_BYTES = 16 * 1024
 
 
 def _sha256(data: bytes) -> bytes:

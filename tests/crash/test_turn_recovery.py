@@ -3,11 +3,12 @@
 A real ``naga daemon start`` process, its sandboxed executors and its
 provider plugin answer through real HTTP on loopback to the fake model
 server. Turns run in a few sessions; at a point of a turn's life drawn by
-hypothesis (accepted, at the model, in a tool, writing the reply, during
-the recovery of an earlier kill) one process is SIGKILLed: the core, an
-executor or the provider. Then, after a restart where the core was killed,
-every sender sends its message again with its idempotency key, as a
-client does after a reconnect, and:
+hypothesis (accepted, at the model, just after the model answered (its
+trace and answer blob are made durable with the turn's end: docs/adr/0043),
+in a tool, writing the reply, during the recovery of an earlier kill) one
+process is SIGKILLed: the core, an executor or the provider. Then, after
+a restart where the core was killed, every sender sends its message again
+with its idempotency key, as a client does after a reconnect, and:
 
 * every acknowledged message has exactly one ``turn.reply`` or one
   ``turn.error`` in the ledger, and its sender gets that end (a final with
@@ -57,7 +58,7 @@ from tests.ledger_helpers import verify_home
 EXAMPLES = int(os.environ.get("NAGA_CRASH_EXAMPLES", "6"))
 #: A whole turn, restarts included, never takes this long on a sane machine.
 TURN_S = 60.0
-POINTS = ("accepted", "model", "tool", "reply", "recovery")
+POINTS = ("accepted", "model", "answered", "tool", "reply", "recovery")
 VICTIMS = ("core", "executor", "provider")
 
 
@@ -184,6 +185,13 @@ def _wait_for_point(
         _until("acceptance", lambda: all(s.accepted or s.failure for s in senders))
     elif point in ("model", "recovery"):
         trio.from_thread.run(server.held, "first", trio_token=token)
+    elif point == "answered":
+        # The executor has (or is about to have) the answer; the call's
+        # record and answer blob are not durable yet.
+        _until(
+            "a model answer",
+            lambda: trio.from_thread.run_sync(lambda: bool(server.answer_s), trio_token=token),
+        )
     elif point == "tool":
         _until("a tool call", lambda: any("tool_started" in s.kinds() for s in senders))
     else:  # "reply": the first answer is being written, the others may still run
@@ -215,6 +223,8 @@ def _kill(victim: str, home: str, core: CoreProcess) -> None:
 # Every point once with a core kill, whatever the draw.
 @example(point="accepted", victim="core", sessions=2, delay_ms=0)
 @example(point="model", victim="core", sessions=2, delay_ms=0)
+@example(point="answered", victim="core", sessions=2, delay_ms=0)
+@example(point="answered", victim="core", sessions=3, delay_ms=2)
 @example(point="tool", victim="core", sessions=1, delay_ms=0)
 @example(point="reply", victim="core", sessions=3, delay_ms=0)
 @example(point="recovery", victim="core", sessions=2, delay_ms=0)

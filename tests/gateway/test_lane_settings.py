@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
 import trio
 
 from naga.sdk import Client
@@ -149,6 +150,51 @@ def test_lane_settings_from_the_core_apply_live(model_server: ServerThread) -> N
         assert (await c.until_event("turn.final", "sc"))["data"]["text"] == "merged"
         last = model.server.requests[-1].json()["messages"][-1]
         assert last == {"role": "user", "content": "m2\n\nm3"}
+        await c.aclose()
+
+    _with_stack(model_server, body)
+
+
+def test_the_mode_is_read_again_only_after_an_effect_that_may_change_it(
+    model_server: ServerThread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every turn's budget debit is a kernel effect: the gateway sees it
+    and does not call the core back for it (it did, every turn); a write
+    of the mode, and a rollback of it, are read."""
+    reads: list[str] = []
+    real = GrpcCore.setting
+
+    async def counted(self: GrpcCore, name: str) -> Any:
+        reads.append(name)
+        return await real(self, name)
+
+    monkeypatch.setattr(GrpcCore, "setting", counted)
+
+    async def body(model: _Model, owner: Client, gateway: Gateway) -> None:
+        c = await owner_client(gateway.port, lambda: owner.console_login().code)
+        await c.connect()
+        await _set(owner, gateway, "lanes.max_concurrent", "3")  # the first read is done
+        before = len(reads)
+        await model.script(Reply.answer("done", usage=(10, 1)))
+        assert (await c.request("send", session="sd", text="hi", key="kd"))["ok"]
+        assert (await c.until_event("turn.final", "sd"))["data"]["text"] == "done"
+        # Seen once this is: every effect before it was (the debit among them).
+        kept = (
+            await trio.to_thread.run_sync(
+                lambda: owner.set_setting_text("lanes.max_concurrent", "4")
+            )
+        ).seq
+        await gateway.lane_settings.wait_applied(kept)
+        assert reads[before:] == []
+
+        await _set(owner, gateway, "lanes.queue_mode", "collect")
+        assert reads[before:] == ["lanes.queue_mode"]
+        assert gateway.lanes.default_mode == "collect"
+
+        undone = await trio.to_thread.run_sync(lambda: owner.rollback(kept))
+        await gateway.lane_settings.wait_applied(undone.seq)
+        assert reads[before:] == ["lanes.queue_mode", "lanes.queue_mode"]
+        assert gateway.lanes.default_mode == "followup"
         await c.aclose()
 
     _with_stack(model_server, body)

@@ -363,3 +363,39 @@ def test_sealed_leaves_are_read_back_from_their_checked_indexes(tmp_path: Path) 
         idx.write_bytes(bytes(raw))
         with pytest.raises(LedgerCorrupt, match="index does not match its seal"):
             ledger.read(ledger.seals()[1].first_seq)
+
+
+class _CountingReads(OsFileSystem):
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def read(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
+        self.reads += 1
+        return super().read(path, offset, length)
+
+
+def test_the_latest_records_are_read_from_memory_and_match_the_disk(tmp_path: Path) -> None:
+    """A stream following the head reads each new record: the last ones
+    committed come from memory (no open of the segment), the same records
+    a reopen reads from disk; older and large ones are read from disk."""
+    d = str(tmp_path / "l")
+    fs = _CountingReads()
+    sizes = [10, 20_000, 300] * 70  # past the records kept, some larger than kept
+    with Ledger.open(d, fixed_signer(), fs=fs) as ledger:
+        for i, n in enumerate(sizes):
+            ledger.stage(Entry.of("t.r", bytes([i % 256]) * n))
+            if i % 3 == 2:
+                ledger.commit()
+        fs.reads = 0
+        last = ledger.read(len(sizes) - 1)
+        assert fs.reads == 0, "the latest record was read from the segment"
+        large = ledger.read(len(sizes) - 2)
+        assert fs.reads > 0, "a record larger than those kept came from memory"
+        fs.reads = 0
+        live = [ledger.read(seq) for seq in range(len(sizes))]
+        assert fs.reads > 0, "every record was kept in memory"
+    with open_small(d) as again:
+        assert [again.read(seq) for seq in range(len(sizes))] == live
+    assert live[-1] == last
+    assert live[-2] == large
+    assert [len(r.payload) for r in live] == sizes
