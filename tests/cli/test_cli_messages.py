@@ -396,6 +396,7 @@ def test_rollback_without_dry_run_shows_the_preview_and_asks(
     assert out == (
         f"rolling back to {before} would undo 1 effect(s) ({before + 1}..{before + 1}):\n"
         "  remove wechat:carol from the trust table\n"
+        f"  undoes entry {before + 1}: owner set trust of wechat:carol: untrusted -> known\n"
         "cancelled: nothing was changed\n"
     )
     assert asked == ["undo these 1 effect(s)? [y/N] "]
@@ -406,9 +407,10 @@ def test_rollback_without_dry_run_shows_the_preview_and_asks(
     monkeypatch.setattr("builtins.input", say_yes)
     code, out, _ = cli("rollback", "--to", str(before))
     assert code == 0
-    assert out.splitlines()[-2:] == [
+    assert out.splitlines()[-3:] == [
         f"rolled back to {before}: undid 1 effect(s) as ledger entry {before + 2}",
         "  remove wechat:carol from the trust table",
+        f"  undoes entry {before + 1}: owner set trust of wechat:carol: untrusted -> known",
     ]
 
 
@@ -421,8 +423,12 @@ def test_rollback_dry_run_speaks_in_words(cli: Cli) -> None:
     assert out == (
         f"dry run: rolling back to {before} would undo 1 effect(s) ({before + 1}..{before + 1}):\n"
         "  reset agent.max_steps to its default\n"
+        f"  undoes entry {before + 1}: set agent.max_steps = 7\n"
         "nothing was changed\n"
     )
     code, out, _ = cli("rollback", "--to", str(before), "--yes")
     assert code == 0
-    assert out.splitlines()[-1] == "  reset agent.max_steps to its default"
+    assert out.splitlines()[-2:] == [
+        "  reset agent.max_steps to its default",
+        f"  undoes entry {before + 1}: set agent.max_steps = 7",
+    ]

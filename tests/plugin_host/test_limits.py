@@ -10,8 +10,10 @@ import base64
 import os
 import shutil
 import socket
+import statistics
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +107,15 @@ def _ended_by(limited: Limited, cause: str, tool: str, **arguments: object) -> s
     return said
 
 
+def _p50_ms(client: Client, calls: int) -> float:
+    samples: list[float] = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        client.status()
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
 def test_a_pong_flood_ends_that_worker_at_the_first_pong(limited: Limited) -> None:
     _fresh(limited)
     failure = _ended_by(limited, "which is not outstanding", "flood", kind="pong", seconds=10)
@@ -112,40 +123,27 @@ def test_a_pong_flood_ends_that_worker_at_the_first_pong(limited: Limited) -> No
     assert limited.client.status().processes[0].pid == os.getpid()  # the core serves on
 
 
-def test_a_frame_flood_is_read_slowly_and_the_core_answers_others_meanwhile(
+def test_a_frame_flood_is_read_slowly_and_the_core_answers_others_as_fast(
     limited: Limited,
 ) -> None:
-    """The flood's own sends wait on the core's reading at the bucket's rate
-    (its burst, then ``frames_per_s``), and the core answers other callers
-    all the while. How fast it answers them is bench/sandbox.py's ``flood``
-    ratio (1.2-1.3), not a timed assertion here: at load 15 the p50 of a
-    status call went from 0.5 to 2.2 ms with the flood and from 0.5 to 0.9
-    ms without load."""
     _fresh(limited)
+    quiet = _p50_ms(limited.client, 40)
     flag = limited.work / "flooding"
     flag.unlink(missing_ok=True)
     sent: list[object] = []
-    seconds = 4
     flood = threading.Thread(
-        target=lambda: sent.append(_invoke(limited, "flood", kind="progress", seconds=seconds))
+        target=lambda: sent.append(_invoke(limited, "flood", kind="progress", seconds=4))
     )
     flood.start()
-    answered = 0
     try:
         while not flag.exists():  # the flood has begun once its flag is there
             limited.client.status()
-        while flood.is_alive():
-            limited.client.status()
-            answered += 1
+        flooded = _p50_ms(limited.client, 40)
     finally:
         flood.join()
     assert isinstance(sent[0], int)
-    # Read at most burst + rate x time, plus what the socket's buffer holds
-    # (about 500 frames: 2,998 sent in all, seen); unread, a flood writes
-    # tens of thousands of frames in that time.
-    read_at_most = LIMITED.frame_burst + LIMITED.frames_per_s * seconds
-    assert sent[0] <= read_at_most + 2_000, (sent[0], read_at_most)
-    assert answered > 0
+    # Read at the bucket's rate, the flood leaves the loop to others.
+    assert flooded < 2 * max(quiet, 1.0), (quiet, flooded)
 
 
 def test_one_plugin_cannot_take_every_subscribe_slot(limited: Limited) -> None:
