@@ -275,6 +275,8 @@ class AgentImage(_message.Message):
     EXPIRIES_FIELD_NUMBER: _builtins.int
     MEMORY_FIELD_NUMBER: _builtins.int
     SKILLS_FIELD_NUMBER: _builtins.int
+    LASTING_FIELD_NUMBER: _builtins.int
+    UNKNOWN_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def sessions(self) -> _containers.RepeatedCompositeFieldContainer[Global___SessionImage]:
         """Least recently used first."""
@@ -293,6 +295,15 @@ class AgentImage(_message.Message):
 
     @_builtins.property
     def skills(self) -> _startparts_pb2.SkillUsageImage: ...
+    @_builtins.property
+    def lasting(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """Tokens minted without an expiry or for another role whose spending
+        kernel state may hold (never swept), and ids whose spending a rollback
+        brought back after the fold had pruned them (found again at start).
+        """
+
+    @_builtins.property
+    def unknown(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]: ...
     def __init__(
         self,
         *,
@@ -301,10 +312,12 @@ class AgentImage(_message.Message):
         expiries: _abc.Iterable[Global___TokenExpiry] | None = ...,
         memory: _startparts_pb2.MemoryImage | None = ...,
         skills: _startparts_pb2.SkillUsageImage | None = ...,
+        lasting: _abc.Iterable[_builtins.bytes] | None = ...,
+        unknown: _abc.Iterable[_builtins.bytes] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "skills", b"skills"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["expiries", b"expiries", "memory", b"memory", "open_turns", b"open_turns", "sessions", b"sessions", "skills", b"skills"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expiries", b"expiries", "lasting", b"lasting", "memory", b"memory", "open_turns", b"open_turns", "sessions", b"sessions", "skills", b"skills", "unknown", b"unknown"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -179,6 +179,8 @@ class Agent:
         if fold is None:
             fold = self.new_fold()
         await trio.to_thread.run_sync(fold.advance, self.core.ledger)
+        # Spending a rollback brought back after a prune: its tokens again.
+        await trio.to_thread.run_sync(fold.resolve, self.core.ledger)
         self.fold = fold
         self.sessions.restore(fold.sessions.image(), through=fold.seq)
         # The memory store and the skills' usage from the same fold (one

@@ -19,12 +19,14 @@ from google.protobuf.message import DecodeError
 
 from naga.constants import IDEMPOTENCY_KEYS_KEPT
 from naga.v1 import authz_pb2 as zpb
+from naga.v1 import kernel_pb2 as kpb
 from naga.v1 import snapshot_pb2 as snpb
 from naga_core.agent import _recover
 from naga_core.agent import _sessions as rec
 from naga_core.agent._config import EXECUTOR_ROLE
 from naga_core.agent._errors import AgentError
-from naga_core.authz import MINTED_KIND
+from naga_core.authz import MINTED_KIND, SPENT_FAMILY
+from naga_core.kernel import EFFECT_KIND
 from naga_core.ledger import Ledger, Record
 from naga_core.memory import MemoryFold
 from naga_core.skills import Usage
@@ -63,6 +65,13 @@ class StartFold:
         self.open = _recover.OpenTurns()
         #: executor token id -> its expiry (Unix ns), in ledger order
         self.expiries: dict[bytes, int] = {}
+        #: ids of tokens minted without an expiry or for another role (their
+        #: spending is never swept), while kernel state holds their spending
+        self.lasting: set[bytes] = set()
+        #: ids whose spending came into kernel state after :meth:`prune`
+        #: dropped what the fold knew of them (a rollback brought it back):
+        #: :meth:`resolve` finds their tokens again
+        self.unknown: set[bytes] = set()
 
     def see(self, record: Record) -> None:
         """Fold one record; records come in ledger order, each once."""
@@ -76,6 +85,9 @@ class StartFold:
             part.see(record)
         if record.kind == MINTED_KIND:
             self._minted(record)
+            return
+        if record.kind == EFFECT_KIND:
+            self._applied(record)
             return
         body = rec.body_of(record)
         if body is not None:
@@ -98,17 +110,72 @@ class StartFold:
             return  # not ours to judge: `naga ledger verify` checks records
         if minted.role == EXECUTOR_ROLE and minted.HasField("expires_at_ns"):
             self.expiries[minted.id] = minted.expires_at_ns
+        else:
+            self.lasting.add(minted.id)
+
+    def _applied(self, record: Record) -> None:
+        """Spending set for a token the fold no longer knows: only a rollback
+        past a prune does that (a debit follows its token's mint)."""
+        try:
+            effect = kpb.Effect.FromString(record.payload)
+        except DecodeError:
+            return
+        for op in effect.forward:
+            if op.family != SPENT_FAMILY or not op.HasField("value"):
+                continue
+            try:
+                tid = bytes.fromhex(op.key)
+            except ValueError:
+                continue  # not written by BudgetAccount: never swept
+            if tid not in self.expiries and tid not in self.lasting:
+                self.unknown.add(tid)
+
+    def resolve(self, ledger: Ledger) -> int:
+        """Find the tokens of :attr:`unknown` among the mint records: one
+        pass over the ledger, only after a rollback brought back spending
+        whose token the fold had pruned (rare: rollbacks are the owner's).
+        A token not found is kept as lasting: its spending is never
+        dropped. How many were looked for. Reads the disk: off the loop."""
+        wanted = self.unknown
+        if not wanted:
+            return 0
+        found: dict[bytes, int | None] = {}
+        for record in ledger.iter_records(0, self.seq + 1):
+            if record.kind != MINTED_KIND:
+                continue
+            try:
+                minted = zpb.TokenMinted.FromString(record.payload)
+            except DecodeError:
+                continue
+            if minted.id in wanted:
+                executor = minted.role == EXECUTOR_ROLE and minted.HasField("expires_at_ns")
+                found[minted.id] = minted.expires_at_ns if executor else None
+        for tid in wanted:
+            exp = found.get(tid)
+            if exp is None:
+                self.lasting.add(tid)
+            else:
+                self.expiries[tid] = exp
+        self.unknown = set()
+        return len(wanted)
 
     def token_expiries(self, spent: set[bytes]) -> list[tuple[int, bytes]]:
-        """(expiry, id) of the executor tokens among ``spent``, in ledger order:
-        what the sweep queues again (naga_core.agent._sweep)."""
-        return [(exp, tid) for tid, exp in self.expiries.items() if tid in spent]
+        """(expiry, id) of the executor tokens among ``spent``, soonest
+        first: what the sweep queues again (naga_core.agent._sweep). After
+        :meth:`resolve`, or a token a rollback brought back is missed."""
+        return sorted((exp, tid) for tid, exp in self.expiries.items() if tid in spent)
 
-    def prune(self, keep: Iterable[bytes], now_ns: int) -> None:
+    def prune(self, keep: Iterable[bytes], now_ns: int, *, revoked: Iterable[bytes] = ()) -> None:
         """Forget the expiries no later sweep can need: tokens past their
-        expiry whose spending kernel state no longer holds (``keep``)."""
+        expiry whose spending kernel state no longer holds (``keep``); and
+        the lasting tokens that hold none and are ``revoked`` (they can
+        spend no more). A rollback that brings such spending back is seen
+        by :meth:`see`, and :meth:`resolve` finds the token again."""
         held = set(keep)
         self.expiries = {t: e for t, e in self.expiries.items() if t in held or e > now_ns}
+        dead = set(revoked) - held
+        self.lasting -= dead
+        self.unknown &= held
 
     # --- images -------------------------------------------------------------------
 
@@ -145,6 +212,8 @@ class StartFold:
         )
         img.memory.CopyFrom(self.memory.image())
         img.skills.CopyFrom(self.usage.image())
+        img.lasting.extend(sorted(self.lasting))
+        img.unknown.extend(sorted(self.unknown))
         return img
 
     @classmethod
@@ -199,6 +268,8 @@ class StartFold:
                 )
             )
         fold.expiries = {e.id: e.expires_at_ns for e in img.expiries}
+        fold.lasting = set(img.lasting)
+        fold.unknown = set(img.unknown)
         return fold
 
 

@@ -31,6 +31,7 @@ from naga.constants import STARTUP_IMAGE_FORMAT
 from naga.v1 import snapshot_pb2 as snpb
 from naga_core._home import Home
 from naga_core.agent import FoldImageRejected, Follower, StartFold, spent_ids
+from naga_core.authz import RevocationList
 from naga_core.errors import NagaError
 from naga_core.kernel import Actions, ImageRejected, Kernel, Ratchet
 from naga_core.ledger import Ledger, OsFileSystem, SnapshotStore
@@ -214,7 +215,9 @@ class StartSnapshots:
         head = ledger.size - 1
         if head <= self.last_seq or head < 0 or fold.seq != head:
             return None
-        fold.prune(spent_ids(self._kernel), self._clock())
+        fold.prune(
+            spent_ids(self._kernel), self._clock(), revoked=RevocationList(self._kernel).revoked()
+        )
         image = snpb.StartImage(
             format=STARTUP_IMAGE_FORMAT,
             seq=head,
