@@ -119,6 +119,15 @@ def segment_groups(fs: FileSystem, seg_dir: str) -> tuple[dict[int, set[str]], l
     return groups, debris
 
 
+def seal_signed(verifier: CheckpointVerifier, body: bytes, signature: bytes) -> bool:
+    """Whether a seal's body carries the ledger key's signature."""
+    try:
+        Ed25519PublicKey.from_public_bytes(verifier.public_key).verify(signature, body)
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
 def check_seal(
     fs: FileSystem,
     seg_dir: str,
@@ -140,10 +149,8 @@ def check_seal(
         seal, body, signature = decode_seal(fs.read(seal_path))
     except ValueError as exc:
         raise LedgerCorrupt(seal_path, None, str(exc)) from None
-    try:
-        Ed25519PublicKey.from_public_bytes(verifier.public_key).verify(signature, body)
-    except (InvalidSignature, ValueError):
-        raise LedgerCorrupt(seal_path, None, "seal signature does not verify") from None
+    if not seal_signed(verifier, body, signature):
+        raise LedgerCorrupt(seal_path, None, "seal signature does not verify")
     if seal.segment != os.path.basename(log_path) or seal.first_seq != first:
         raise LedgerCorrupt(seal_path, None, "seal names another segment")
     if seal.tree_size != first + seal.count or seal.count == 0:

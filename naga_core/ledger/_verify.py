@@ -21,7 +21,7 @@ from naga_core.ledger._fs import FileSystem
 from naga_core.ledger._merkle import CompactRange
 from naga_core.ledger._projection import fresh_projection, read_head, verify_projection
 from naga_core.ledger._record import GENESIS_PREV, Frame, Record, check_frame, decode_body
-from naga_core.ledger._recovery import check_seal, segment_groups
+from naga_core.ledger._recovery import check_seal, seal_signed, segment_groups
 from naga_core.ledger._segment import (
     INDEX_SUFFIX,
     SEAL_SUFFIX,
@@ -228,7 +228,14 @@ def _check_segments(
             )
             return refs
         data = fs.read(log_path)
-        sealed_bytes = _sealed_bytes(fs, seg_dir, first) if "seal" in groups[first] else None
+        sealed_bytes = None
+        if "seal" in groups[first]:
+            # Its length is used before the seal is checked: only a signed one.
+            sealed = _sealed_bytes(fs, seg_dir, first, verifier)
+            if isinstance(sealed, Problem):
+                report.problems.append(sealed)
+                return refs
+            sealed_bytes = sealed
         if sealed_bytes is not None and len(data) > sealed_bytes:
             data = data[:sealed_bytes]  # check_seal names what lies past it
         scan = scan_segment(data, first, prev_leaf, collect_refs=True)
@@ -295,13 +302,20 @@ def _unreadable(exc: OSError, fallback: str) -> Problem:
     return Problem(path, None, f"cannot read: {exc.strerror or exc}")
 
 
-def _sealed_bytes(fs: FileSystem, seg_dir: str, first: int) -> int | None:
-    """The byte length a segment's seal covers, or None if unreadable (the
-    seal check then says why)."""
+def _sealed_bytes(
+    fs: FileSystem, seg_dir: str, first: int, verifier: CheckpointVerifier
+) -> int | Problem | None:
+    """The byte length a segment's seal covers; the problem if the seal
+    does not verify (a damaged seal must be named, not the segment it would
+    mis-measure); None if unreadable (the seal check then says why)."""
+    path = os.path.join(seg_dir, f"{first:020d}{SEAL_SUFFIX}")
     try:
-        return decode_seal(fs.read(os.path.join(seg_dir, f"{first:020d}{SEAL_SUFFIX}")))[0].bytes
+        seal, body, signature = decode_seal(fs.read(path))
     except (ValueError, OSError):
         return None
+    if not seal_signed(verifier, body, signature):
+        return Problem(path, None, "seal signature does not verify")
+    return seal.bytes
 
 
 def _check_blobs(blobs: BlobStore, refs: list[bytes], report: VerifyReport) -> None:
