@@ -12,23 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from naga.constants import (
+    IMAGE_TOKENS,
+    MAX_IMAGE_BYTES,
+    MAX_IMAGES_PER_TURN,
+    MAX_TURN_IMAGE_BYTES,
+)
 from naga.v1 import model_pb2 as mpb
 from naga_core.agent._errors import BadImages
 from naga_core.errors import NagaError
 from naga_core.memory import Sealer
 
-#: Most images one turn's message may carry.
-MAX_IMAGES_PER_TURN = 4
-#: Most plaintext bytes of one image sent to a model (providers refuse
-#: larger ones: OpenAI 20 MB, Anthropic 5 MB; base64 adds a third).
-MAX_IMAGE_BYTES = 5 * 1024 * 1024
-#: Most plaintext bytes of all of one turn's images: the request carrying
-#: them to the provider plugin is one frame (naga.constants
-#: PLUGIN_MAX_FRAME_BYTES, 16 MiB), which the history and tools share.
-MAX_TURN_IMAGE_BYTES = 8 * 1024 * 1024
-#: Tokens an image is counted at in the prompt budget (about what a
-#: 1.15-megapixel image costs at Anthropic; OpenAI's high detail is less).
-IMAGE_TOKENS = 1_600
 #: The image types sent to a vision model (what the providers all accept).
 IMAGE_MIMES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 

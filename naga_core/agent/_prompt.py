@@ -26,9 +26,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from naga.constants import IMAGE_TOKENS
 from naga.v1 import model_pb2 as mpb
 from naga.v1 import turn_pb2 as tpb
-from naga_core.agent._images import IMAGE_TOKENS
 
 #: UTF-8 bytes counted as one token (an overestimate of tokens: safe).
 BYTES_PER_TOKEN = 3
