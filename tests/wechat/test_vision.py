@@ -10,13 +10,20 @@ lies under $NAGA_HOME outside the workspace."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
+import re
 import secrets
 import struct
 import zlib
 from typing import Any
 
-from tests.agent.conftest import write_providers
+import pytest
+
+from naga.sdk.errors import InvalidArgument
+from naga.v1 import model_pb2 as mpb
+from naga_core.wechat import session_of
+from tests.agent.conftest import final, write_providers
 from tests.fakes.model_server import Reply
 from tests.wechat.conftest import World, sent_texts
 
@@ -145,4 +152,43 @@ def test_bad_media_is_refused_or_described_and_the_user_answered(world: World) -
     assert (
         "not shown to the model: larger than the 5242880 bytes a model is sent]"
         in (user["content"])
+    )
+
+
+def test_turn_service_refuses_bad_images_and_never_opens_anothers(world: World) -> None:
+    """The owner's own RunTurn (the SDK): bounds and types refused before
+    anything is recorded; a reference to another sender's sealed image
+    (a WeChat user's, not the owner's) is not opened for the owner's turn."""
+    _providers(world, vision=True)
+    digest = hashlib.sha256(b"x").digest()
+    bad = [
+        ([mpb.ImagePart(blob=digest, mime="application/pdf", size=10)], "not an image type"),
+        ([mpb.ImagePart(blob=digest, mime="image/png", size=6 << 20)], "at most 5242880"),
+        ([mpb.ImagePart(blob=digest, mime="image/png", size=10)] * 5, "at most 4 images"),
+    ]
+    for images, words in bad:
+        with pytest.raises(InvalidArgument, match=words):
+            list(world.client.run_turn("s-vision-bad", "look", secrets.token_hex(4), images=images))
+    # A stranger's image, archived sealed under the stranger's key.
+    binding = world.active(OWNER)
+    png = _png(8, 8, secrets.token_bytes(16))
+    server = world.ilink.server
+    item = world.ilink.run(lambda: server.media_item(png, kind=2, key_form="raw"))
+    stranger = "wxid_vision_stranger"
+    world.model.script(Reply.answer("hello stranger"))
+    world.ilink.run(server.user_sends, binding.bot_id, stranger, [item])
+    world.ilink.until(lambda s: "hello stranger" in s.texts_to(stranger))
+    asked = world.client.session_history(session_of(binding.bot_id, stranger))[0].text
+    kept = re.search(r"kept sealed in the blob store as ([0-9a-f]{64})", asked)
+    assert kept is not None, asked
+    theirs = mpb.ImagePart(blob=bytes.fromhex(kept.group(1)), mime="image/png", size=len(png))
+    seen = len(world.model.server.requests)
+    world.model.script(Reply.answer("nothing to see"))
+    events = list(world.client.run_turn("s-vision-owner", "look", "k-owner", images=[theirs]))
+    assert final(events).text == "nothing to see"
+    (request,) = world.model.server.requests[seen:]
+    user = request.json()["messages"][-1]
+    assert user["content"] == (
+        f"look\n[an image (image/png, {len(png)} bytes) is not shown: it was not sent by "
+        "this turn's sender]"
     )
