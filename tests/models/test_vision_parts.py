@@ -195,3 +195,31 @@ def test_providers_json_declares_vision_per_entry() -> None:
     bad = {"providers": {"a": {**entry, "vision": "yes"}}}
     with pytest.raises(Exception, match="vision"):
         Providers.parse(json.dumps(bad).encode(), "providers.json")
+
+
+def test_a_turn_re_run_after_a_stop_keeps_its_images() -> None:
+    """The start's scan of open turns reads the references off the
+    turn.message record (in the clear beside the sealed text), so a re-run
+    turn shows the model the same images."""
+    from naga.v1 import agent_pb2 as apb
+    from naga_core.agent import TRACE_MESSAGE
+    from naga_core.agent._recover import OpenTurns
+    from naga_core.ledger import Record
+
+    part = _ref()
+    body = apb.TurnRecord(session="s", turn_id="t-1", idempotency_key="k", images=[part])
+    turns = OpenTurns()
+    turns.see(
+        Record(
+            seq=5,
+            timestamp_ns=1,
+            kind=TRACE_MESSAGE,
+            payload=body.SerializeToString(),
+            blob_refs=(part.blob,),
+            prev_hash=b"",
+            leaf_hash=b"",
+            body=b"",
+        )
+    )
+    (turn,) = turns.found()
+    assert list(turn.images) == [part]
