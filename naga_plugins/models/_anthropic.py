@@ -250,7 +250,6 @@ def _messages(request: model_pb2.ChatRequest, provider: str) -> list[dict[str, A
             blocks.append(result)
         else:
             role = "assistant" if message.role == model_pb2.ROLE_ASSISTANT else "user"
-            # The API refuses empty text blocks next to tool_use blocks.
             # Images before the text, as Anthropic advises.
             blocks.extend(
                 {
@@ -264,7 +263,8 @@ def _messages(request: model_pb2.ChatRequest, provider: str) -> list[dict[str, A
                 for image in message.images
                 if image.data
             )
-            if message.content or not message.tool_calls:
+            # The API refuses empty text blocks next to tool_use or image blocks.
+            if message.content or not (message.tool_calls or blocks):
                 blocks.append({"type": "text", "text": message.content})
             blocks.extend(
                 {
