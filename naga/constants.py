@@ -107,6 +107,15 @@ WECHAT_SEND_MAX_BYTES: Final = 6 << 20
 #: paste is taken and fitted to the model's window, not refused. Below the
 #: ledger's MAX_RECORD_BODY_BYTES with room for the record's other fields.
 MAX_MESSAGE_BYTES: Final = 1_000_000
+#: Images with one turn's message (docs/adr/0047-vision16-images.md): at most
+#: this many, each at most MAX_IMAGE_BYTES, all together at most
+#: MAX_TURN_IMAGE_BYTES (the request carrying them to the provider plugin is
+#: one PLUGIN_MAX_FRAME_BYTES frame); each counted as IMAGE_TOKENS tokens in
+#: the prompt budget.
+MAX_IMAGES_PER_TURN: Final = 4
+MAX_IMAGE_BYTES: Final = 5 << 20
+MAX_TURN_IMAGE_BYTES: Final = 8 << 20
+IMAGE_TOKENS: Final = 1_600
 #: Largest response message the core sends (and clients accept).
 MAX_RPC_RESPONSE_BYTES: Final = 8 << 20
 #: Most bytes of record payload one GetRecords page or Subscribe batch carries.

@@ -77,6 +77,9 @@ class Provider:
     #: The model's context window in tokens, as the entry declares it
     #: (``context_window``); the prompt budget is cut from it.
     context_window: int = DEFAULT_CONTEXT_WINDOW
+    #: The model sees images (``vision``): user images are sent to it as
+    #: image parts; otherwise it gets a text placeholder (adr 0047).
+    vision: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +143,7 @@ class Providers:
                 api_key=entry.api_key,
                 model=entry.model,
                 context_window=entry.context_window,
+                vision=entry.vision,
             )
             for name, entry in sorted(parsed.providers.items())
         }
@@ -243,6 +247,7 @@ class _Entry(pydantic.BaseModel):
     context_window: int = pydantic.Field(
         default=DEFAULT_CONTEXT_WINDOW, ge=MIN_CONTEXT_WINDOW, le=MAX_CONTEXT_WINDOW
     )
+    vision: bool = False
 
     @pydantic.field_validator("base_url")
     @classmethod

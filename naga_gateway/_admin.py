@@ -145,6 +145,7 @@ def _providers(resp: capb.ListProvidersResponse) -> dict[str, Any]:
                 "file_default": x.file_default,
                 "in_use": x.in_use,
                 "context_window": x.context_window,
+                "vision": x.vision,
             }
             for x in resp.providers
         ],

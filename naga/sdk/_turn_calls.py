@@ -3,9 +3,12 @@ the agent executor's calls of the ModelService and ToolService."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from naga.sdk._rpc import Events, Rpc
 from naga.sdk._transport import StreamCall
 from naga.v1 import agent_pb2 as apb
+from naga.v1 import model_pb2 as mpb
 from naga.v1 import turn_pb2 as tpb
 
 _TURN = "/naga.v1.TurnService/"
@@ -34,6 +37,7 @@ class TurnCalls(Rpc):
         timeout: float | None = None,
         mode: tpb.QueueMode.ValueType = tpb.QUEUE_MODE_UNSPECIFIED,
         waited_ms: int = 0,
+        images: Sequence[mpb.ImagePart] = (),
     ) -> TurnEvents:
         """Run one turn; iterate the result for its events (``accepted``
         first, ``final`` or ``error`` last). ``timeout`` bounds the whole
@@ -41,7 +45,9 @@ class TurnCalls(Rpc):
         a turn already (unspecified: refuse; followup, collect, interrupt:
         the core records the message and queues it). ``waited_ms``: how long
         a channel held the message before this call (the turn's deadline
-        counts from the channel's acceptance)."""
+        counts from the channel's acceptance). ``images``: references to
+        images sealed in the blob store under the sender's subject
+        (docs/adr/0047-vision16-images.md)."""
         req = tpb.RunTurnRequest(
             session=session,
             text=text,
@@ -49,6 +55,7 @@ class TurnCalls(Rpc):
             peer=peer,
             mode=mode,
             waited_ms=waited_ms,
+            images=images,
         )
         return TurnEvents(self._stream(_TURN + "Run", req, timeout))
 

@@ -398,6 +398,7 @@ class TurnRecord(_message.Message):
     QUEUE_MODE_FIELD_NUMBER: _builtins.int
     SEALED_FIELD_NUMBER: _builtins.int
     FORGOTTEN_FIELD_NUMBER: _builtins.int
+    IMAGES_FIELD_NUMBER: _builtins.int
     session: _builtins.str
     turn_id: _builtins.str
     peer: _builtins.str
@@ -473,6 +474,13 @@ class TurnRecord(_message.Message):
         was sealed (the core's own words, a ledger older than sealing).
         """
 
+    @_builtins.property
+    def images(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.ImagePart]:
+        """turn.message: the images sent with the text, as references (blob, mime,
+        size; never data); the blobs are sealed under the turn's subject and
+        are blob references of the record (vision16, adr 0047).
+        """
+
     def __init__(
         self,
         *,
@@ -509,10 +517,11 @@ class TurnRecord(_message.Message):
         queue_mode: _builtins.int = ...,
         sealed: _sealed_pb2.SealedBox | None = ...,
         forgotten: _builtins.bool = ...,
+        images: _abc.Iterable[_model_pb2.ImagePart] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["sealed", b"sealed"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments_json", b"arguments_json", "call_id", b"call_id", "completion_tokens", b"completion_tokens", "dropped_seqs", b"dropped_seqs", "duration_us", b"duration_us", "error", b"error", "error_kind", b"error_kind", "error_message", b"error_message", "failed", b"failed", "forgotten", b"forgotten", "idempotency_key", b"idempotency_key", "left_out", b"left_out", "message_seq", b"message_seq", "model_calls", b"model_calls", "ok", b"ok", "peer", b"peer", "prompt_tokens", b"prompt_tokens", "provider", b"provider", "queue_mode", b"queue_mode", "request_blob", b"request_blob", "response_blob", b"response_blob", "result_blob", b"result_blob", "result_bytes", b"result_bytes", "result_json", b"result_json", "risk_ceiling", b"risk_ceiling", "sealed", b"sealed", "session", b"session", "started_ns", b"started_ns", "text", b"text", "tool", b"tool", "tool_calls", b"tool_calls", "trust", b"trust", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments_json", b"arguments_json", "call_id", b"call_id", "completion_tokens", b"completion_tokens", "dropped_seqs", b"dropped_seqs", "duration_us", b"duration_us", "error", b"error", "error_kind", b"error_kind", "error_message", b"error_message", "failed", b"failed", "forgotten", b"forgotten", "idempotency_key", b"idempotency_key", "images", b"images", "left_out", b"left_out", "message_seq", b"message_seq", "model_calls", b"model_calls", "ok", b"ok", "peer", b"peer", "prompt_tokens", b"prompt_tokens", "provider", b"provider", "queue_mode", b"queue_mode", "request_blob", b"request_blob", "response_blob", b"response_blob", "result_blob", b"result_blob", "result_bytes", b"result_bytes", "result_json", b"result_json", "risk_ceiling", b"risk_ceiling", "sealed", b"sealed", "session", b"session", "started_ns", b"started_ns", "text", b"text", "tool", b"tool", "tool_calls", b"tool_calls", "trust", b"trust", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -368,6 +368,7 @@ class ProviderInfo(_message.Message):
     FILE_DEFAULT_FIELD_NUMBER: _builtins.int
     IN_USE_FIELD_NUMBER: _builtins.int
     CONTEXT_WINDOW_FIELD_NUMBER: _builtins.int
+    VISION_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Its name in providers.json."""
     api: _builtins.str
@@ -380,6 +381,8 @@ class ProviderInfo(_message.Message):
     in_use: _builtins.bool
     """The one model calls go to now (model.provider, else the file's default)."""
     context_window: _builtins.int
+    vision: _builtins.bool
+    """Its entry's "vision": it is sent the images users send (vision16)."""
     def __init__(
         self,
         *,
@@ -390,10 +393,11 @@ class ProviderInfo(_message.Message):
         file_default: _builtins.bool = ...,
         in_use: _builtins.bool = ...,
         context_window: _builtins.int = ...,
+        vision: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["api", b"api", "context_window", b"context_window", "file_default", b"file_default", "host", b"host", "in_use", b"in_use", "model", b"model", "name", b"name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["api", b"api", "context_window", b"context_window", "file_default", b"file_default", "host", b"host", "in_use", b"in_use", "model", b"model", "name", b"name", "vision", b"vision"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

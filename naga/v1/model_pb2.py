@@ -24,39 +24,41 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13naga/v1/model.proto\x12\x07naga.v1\"<\n\x08ToolCall\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x03 \x01(\t\"\x8c\x01\n\x0b\x43hatMessage\x12\x1b\n\x04role\x18\x01 \x01(\x0e\x32\r.naga.v1.Role\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12%\n\ntool_calls\x18\x03 \x03(\x0b\x32\x11.naga.v1.ToolCall\x12\x14\n\x0ctool_call_id\x18\x04 \x01(\t\x12\x12\n\ntool_error\x18\x05 \x01(\x08\"M\n\x08ToolSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x1e\n\x16parameters_json_schema\x18\x03 \x01(\t\"A\n\nToolChoice\x12%\n\x04mode\x18\x01 \x01(\x0e\x32\x17.naga.v1.ToolChoiceMode\x12\x0c\n\x04name\x18\x02 \x01(\t\"\xdc\x01\n\x0b\x43hatRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12&\n\x08messages\x18\x02 \x03(\x0b\x32\x14.naga.v1.ChatMessage\x12 \n\x05tools\x18\x03 \x03(\x0b\x32\x11.naga.v1.ToolSpec\x12(\n\x0btool_choice\x18\x04 \x01(\x0b\x32\x13.naga.v1.ToolChoice\x12\x12\n\nmax_tokens\x18\x05 \x01(\r\x12\x18\n\x0btemperature\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12\x0c\n\x04stop\x18\x07 \x03(\tB\x0e\n\x0c_temperature\"9\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\r\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\r\"T\n\rToolCallDelta\x12\r\n\x05index\x18\x01 \x01(\r\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x1a\n\x12\x61rguments_fragment\x18\x04 \x01(\t\"\x98\x01\n\tChatChunk\x12\x12\n\ntext_delta\x18\x01 \x01(\t\x12*\n\ntool_calls\x18\x02 \x03(\x0b\x32\x16.naga.v1.ToolCallDelta\x12,\n\rfinish_reason\x18\x03 \x01(\x0e\x32\x15.naga.v1.FinishReason\x12\x1d\n\x05usage\x18\x04 \x01(\x0b\x32\x0e.naga.v1.Usage\"\x81\x02\n\x0c\x43hatResponse\x12%\n\x07message\x18\x01 \x01(\x0b\x32\x14.naga.v1.ChatMessage\x12,\n\rfinish_reason\x18\x02 \x01(\x0e\x32\x15.naga.v1.FinishReason\x12\x1e\n\x16provider_finish_reason\x18\x03 \x01(\t\x12\x1d\n\x05usage\x18\x04 \x01(\x0b\x32\x0e.naga.v1.Usage\x12\r\n\x05model\x18\x05 \x01(\t\x12\x10\n\x08provider\x18\x06 \x01(\t\x12\x12\n\nlatency_us\x18\x07 \x01(\x04\x12\x16\n\x0e\x66irst_chunk_us\x18\x08 \x01(\x04\x12\x10\n\x08\x61ttempts\x18\t \x01(\r\"\xed\x01\n\nModelError\x12%\n\x04kind\x18\x01 \x01(\x0e\x32\x17.naga.v1.ModelErrorKind\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x10\n\x08provider\x18\x03 \x01(\t\x12\x13\n\x0bhttp_status\x18\x04 \x01(\r\x12\x18\n\x10provider_message\x18\x05 \x01(\t\x12\x15\n\rprovider_code\x18\x06 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x07 \x01(\r\x12\x15\n\rretry_after_s\x18\x08 \x01(\x01\x12&\n\x07partial\x18\t \x01(\x0b\x32\x15.naga.v1.ChatResponse*_\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_SYSTEM\x10\x01\x12\r\n\tROLE_USER\x10\x02\x12\x12\n\x0eROLE_ASSISTANT\x10\x03\x12\r\n\tROLE_TOOL\x10\x04*\xa3\x01\n\x0eToolChoiceMode\x12 \n\x1cTOOL_CHOICE_MODE_UNSPECIFIED\x10\x00\x12\x19\n\x15TOOL_CHOICE_MODE_AUTO\x10\x01\x12\x19\n\x15TOOL_CHOICE_MODE_NONE\x10\x02\x12\x1d\n\x19TOOL_CHOICE_MODE_REQUIRED\x10\x03\x12\x1a\n\x16TOOL_CHOICE_MODE_NAMED\x10\x04*\xb8\x01\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46INISH_REASON_STOP\x10\x01\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x02\x12\x1c\n\x18\x46INISH_REASON_TOOL_CALLS\x10\x03\x12 \n\x1c\x46INISH_REASON_CONTENT_FILTER\x10\x04\x12\x17\n\x13\x46INISH_REASON_OTHER\x10\x05*\x90\x03\n\x0eModelErrorKind\x12 \n\x1cMODEL_ERROR_KIND_UNSPECIFIED\x10\x00\x12 \n\x1cMODEL_ERROR_KIND_UNREACHABLE\x10\x01\x12\x19\n\x15MODEL_ERROR_KIND_AUTH\x10\x02\x12!\n\x1dMODEL_ERROR_KIND_RATE_LIMITED\x10\x03\x12\x1b\n\x17MODEL_ERROR_KIND_SERVER\x10\x04\x12!\n\x1dMODEL_ERROR_KIND_BAD_RESPONSE\x10\x05\x12\x1c\n\x18MODEL_ERROR_KIND_TIMEOUT\x10\x06\x12\x18\n\x14MODEL_ERROR_KIND_CUT\x10\x07\x12\"\n\x1eMODEL_ERROR_KIND_REFUSED_INPUT\x10\x08\x12\x1e\n\x1aMODEL_ERROR_KIND_NOT_FOUND\x10\t\x12\x1a\n\x16MODEL_ERROR_KIND_QUOTA\x10\n\x12$\n MODEL_ERROR_KIND_INVALID_REQUEST\x10\x0b\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13naga/v1/model.proto\x12\x07naga.v1\"<\n\x08ToolCall\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x03 \x01(\t\"\xb0\x01\n\x0b\x43hatMessage\x12\x1b\n\x04role\x18\x01 \x01(\x0e\x32\r.naga.v1.Role\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12%\n\ntool_calls\x18\x03 \x03(\x0b\x32\x11.naga.v1.ToolCall\x12\x14\n\x0ctool_call_id\x18\x04 \x01(\t\x12\x12\n\ntool_error\x18\x05 \x01(\x08\x12\"\n\x06images\x18\x32 \x03(\x0b\x32\x12.naga.v1.ImagePart\"C\n\tImagePart\x12\x0c\n\x04\x62lob\x18\x01 \x01(\x0c\x12\x0c\n\x04mime\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"M\n\x08ToolSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x1e\n\x16parameters_json_schema\x18\x03 \x01(\t\"A\n\nToolChoice\x12%\n\x04mode\x18\x01 \x01(\x0e\x32\x17.naga.v1.ToolChoiceMode\x12\x0c\n\x04name\x18\x02 \x01(\t\"\xdc\x01\n\x0b\x43hatRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12&\n\x08messages\x18\x02 \x03(\x0b\x32\x14.naga.v1.ChatMessage\x12 \n\x05tools\x18\x03 \x03(\x0b\x32\x11.naga.v1.ToolSpec\x12(\n\x0btool_choice\x18\x04 \x01(\x0b\x32\x13.naga.v1.ToolChoice\x12\x12\n\nmax_tokens\x18\x05 \x01(\r\x12\x18\n\x0btemperature\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12\x0c\n\x04stop\x18\x07 \x03(\tB\x0e\n\x0c_temperature\"9\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\r\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\r\"T\n\rToolCallDelta\x12\r\n\x05index\x18\x01 \x01(\r\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x1a\n\x12\x61rguments_fragment\x18\x04 \x01(\t\"\x98\x01\n\tChatChunk\x12\x12\n\ntext_delta\x18\x01 \x01(\t\x12*\n\ntool_calls\x18\x02 \x03(\x0b\x32\x16.naga.v1.ToolCallDelta\x12,\n\rfinish_reason\x18\x03 \x01(\x0e\x32\x15.naga.v1.FinishReason\x12\x1d\n\x05usage\x18\x04 \x01(\x0b\x32\x0e.naga.v1.Usage\"\x81\x02\n\x0c\x43hatResponse\x12%\n\x07message\x18\x01 \x01(\x0b\x32\x14.naga.v1.ChatMessage\x12,\n\rfinish_reason\x18\x02 \x01(\x0e\x32\x15.naga.v1.FinishReason\x12\x1e\n\x16provider_finish_reason\x18\x03 \x01(\t\x12\x1d\n\x05usage\x18\x04 \x01(\x0b\x32\x0e.naga.v1.Usage\x12\r\n\x05model\x18\x05 \x01(\t\x12\x10\n\x08provider\x18\x06 \x01(\t\x12\x12\n\nlatency_us\x18\x07 \x01(\x04\x12\x16\n\x0e\x66irst_chunk_us\x18\x08 \x01(\x04\x12\x10\n\x08\x61ttempts\x18\t \x01(\r\"\xed\x01\n\nModelError\x12%\n\x04kind\x18\x01 \x01(\x0e\x32\x17.naga.v1.ModelErrorKind\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x10\n\x08provider\x18\x03 \x01(\t\x12\x13\n\x0bhttp_status\x18\x04 \x01(\r\x12\x18\n\x10provider_message\x18\x05 \x01(\t\x12\x15\n\rprovider_code\x18\x06 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x07 \x01(\r\x12\x15\n\rretry_after_s\x18\x08 \x01(\x01\x12&\n\x07partial\x18\t \x01(\x0b\x32\x15.naga.v1.ChatResponse*_\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_SYSTEM\x10\x01\x12\r\n\tROLE_USER\x10\x02\x12\x12\n\x0eROLE_ASSISTANT\x10\x03\x12\r\n\tROLE_TOOL\x10\x04*\xa3\x01\n\x0eToolChoiceMode\x12 \n\x1cTOOL_CHOICE_MODE_UNSPECIFIED\x10\x00\x12\x19\n\x15TOOL_CHOICE_MODE_AUTO\x10\x01\x12\x19\n\x15TOOL_CHOICE_MODE_NONE\x10\x02\x12\x1d\n\x19TOOL_CHOICE_MODE_REQUIRED\x10\x03\x12\x1a\n\x16TOOL_CHOICE_MODE_NAMED\x10\x04*\xb8\x01\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46INISH_REASON_STOP\x10\x01\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x02\x12\x1c\n\x18\x46INISH_REASON_TOOL_CALLS\x10\x03\x12 \n\x1c\x46INISH_REASON_CONTENT_FILTER\x10\x04\x12\x17\n\x13\x46INISH_REASON_OTHER\x10\x05*\x90\x03\n\x0eModelErrorKind\x12 \n\x1cMODEL_ERROR_KIND_UNSPECIFIED\x10\x00\x12 \n\x1cMODEL_ERROR_KIND_UNREACHABLE\x10\x01\x12\x19\n\x15MODEL_ERROR_KIND_AUTH\x10\x02\x12!\n\x1dMODEL_ERROR_KIND_RATE_LIMITED\x10\x03\x12\x1b\n\x17MODEL_ERROR_KIND_SERVER\x10\x04\x12!\n\x1dMODEL_ERROR_KIND_BAD_RESPONSE\x10\x05\x12\x1c\n\x18MODEL_ERROR_KIND_TIMEOUT\x10\x06\x12\x18\n\x14MODEL_ERROR_KIND_CUT\x10\x07\x12\"\n\x1eMODEL_ERROR_KIND_REFUSED_INPUT\x10\x08\x12\x1e\n\x1aMODEL_ERROR_KIND_NOT_FOUND\x10\t\x12\x1a\n\x16MODEL_ERROR_KIND_QUOTA\x10\n\x12$\n MODEL_ERROR_KIND_INVALID_REQUEST\x10\x0b\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'naga.v1.model_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ROLE']._serialized_start=1406
-  _globals['_ROLE']._serialized_end=1501
-  _globals['_TOOLCHOICEMODE']._serialized_start=1504
-  _globals['_TOOLCHOICEMODE']._serialized_end=1667
-  _globals['_FINISHREASON']._serialized_start=1670
-  _globals['_FINISHREASON']._serialized_end=1854
-  _globals['_MODELERRORKIND']._serialized_start=1857
-  _globals['_MODELERRORKIND']._serialized_end=2257
+  _globals['_ROLE']._serialized_start=1511
+  _globals['_ROLE']._serialized_end=1606
+  _globals['_TOOLCHOICEMODE']._serialized_start=1609
+  _globals['_TOOLCHOICEMODE']._serialized_end=1772
+  _globals['_FINISHREASON']._serialized_start=1775
+  _globals['_FINISHREASON']._serialized_end=1959
+  _globals['_MODELERRORKIND']._serialized_start=1962
+  _globals['_MODELERRORKIND']._serialized_end=2362
   _globals['_TOOLCALL']._serialized_start=32
   _globals['_TOOLCALL']._serialized_end=92
   _globals['_CHATMESSAGE']._serialized_start=95
-  _globals['_CHATMESSAGE']._serialized_end=235
-  _globals['_TOOLSPEC']._serialized_start=237
-  _globals['_TOOLSPEC']._serialized_end=314
-  _globals['_TOOLCHOICE']._serialized_start=316
-  _globals['_TOOLCHOICE']._serialized_end=381
-  _globals['_CHATREQUEST']._serialized_start=384
-  _globals['_CHATREQUEST']._serialized_end=604
-  _globals['_USAGE']._serialized_start=606
-  _globals['_USAGE']._serialized_end=663
-  _globals['_TOOLCALLDELTA']._serialized_start=665
-  _globals['_TOOLCALLDELTA']._serialized_end=749
-  _globals['_CHATCHUNK']._serialized_start=752
-  _globals['_CHATCHUNK']._serialized_end=904
-  _globals['_CHATRESPONSE']._serialized_start=907
-  _globals['_CHATRESPONSE']._serialized_end=1164
-  _globals['_MODELERROR']._serialized_start=1167
-  _globals['_MODELERROR']._serialized_end=1404
+  _globals['_CHATMESSAGE']._serialized_end=271
+  _globals['_IMAGEPART']._serialized_start=273
+  _globals['_IMAGEPART']._serialized_end=340
+  _globals['_TOOLSPEC']._serialized_start=342
+  _globals['_TOOLSPEC']._serialized_end=419
+  _globals['_TOOLCHOICE']._serialized_start=421
+  _globals['_TOOLCHOICE']._serialized_end=486
+  _globals['_CHATREQUEST']._serialized_start=489
+  _globals['_CHATREQUEST']._serialized_end=709
+  _globals['_USAGE']._serialized_start=711
+  _globals['_USAGE']._serialized_end=768
+  _globals['_TOOLCALLDELTA']._serialized_start=770
+  _globals['_TOOLCALLDELTA']._serialized_end=854
+  _globals['_CHATCHUNK']._serialized_start=857
+  _globals['_CHATCHUNK']._serialized_end=1009
+  _globals['_CHATRESPONSE']._serialized_start=1012
+  _globals['_CHATRESPONSE']._serialized_end=1269
+  _globals['_MODELERROR']._serialized_start=1272
+  _globals['_MODELERROR']._serialized_end=1509
 # @@protoc_insertion_point(module_scope)

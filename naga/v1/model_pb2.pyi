@@ -276,6 +276,7 @@ class ChatMessage(_message.Message):
     TOOL_CALLS_FIELD_NUMBER: _builtins.int
     TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
     TOOL_ERROR_FIELD_NUMBER: _builtins.int
+    IMAGES_FIELD_NUMBER: _builtins.int
     role: Global___Role.ValueType
     content: _builtins.str
     """The text. May be empty for an assistant message that only calls tools.
@@ -293,6 +294,15 @@ class ChatMessage(_message.Message):
         order.
         """
 
+    @_builtins.property
+    def images(self) -> _containers.RepeatedCompositeFieldContainer[Global___ImagePart]:
+        """ROLE_USER only: images the user sent with the text (vision16, adr 0047).
+        Between the executor and the core they are references (blob set, data
+        empty); the core fills data only in the request it hands the provider
+        plugin, for a provider that declares vision, and replaces them with a
+        text placeholder for one that does not.
+        """
+
     def __init__(
         self,
         *,
@@ -301,14 +311,49 @@ class ChatMessage(_message.Message):
         tool_calls: _abc.Iterable[Global___ToolCall] | None = ...,
         tool_call_id: _builtins.str = ...,
         tool_error: _builtins.bool = ...,
+        images: _abc.Iterable[Global___ImagePart] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "role", b"role", "tool_call_id", b"tool_call_id", "tool_calls", b"tool_calls", "tool_error", b"tool_error"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "images", b"images", "role", b"role", "tool_call_id", b"tool_call_id", "tool_calls", b"tool_calls", "tool_error", b"tool_error"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ChatMessage: _TypeAlias = ChatMessage  # noqa: Y015
+
+@_typing.final
+class ImagePart(_message.Message):
+    """One image of a user message."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BLOB_FIELD_NUMBER: _builtins.int
+    MIME_FIELD_NUMBER: _builtins.int
+    SIZE_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    blob: _builtins.bytes
+    """The SHA-256 digest of the sealed blob in the core's blob store."""
+    mime: _builtins.str
+    """image/png, image/jpeg, image/gif or image/webp (sniffed from the bytes)."""
+    size: _builtins.int
+    """Plaintext bytes."""
+    data: _builtins.bytes
+    """The image's bytes: only on the way to a vision provider."""
+    def __init__(
+        self,
+        *,
+        blob: _builtins.bytes = ...,
+        mime: _builtins.str = ...,
+        size: _builtins.int = ...,
+        data: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blob", b"blob", "data", b"data", "mime", b"mime", "size", b"size"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImagePart: _TypeAlias = ImagePart  # noqa: Y015
 
 @_typing.final
 class ToolSpec(_message.Message):

@@ -23,59 +23,60 @@ _sym_db = _symbol_database.Default()
 
 
 from naga.v1 import core_pb2 as naga_dot_v1_dot_core__pb2
+from naga.v1 import model_pb2 as naga_dot_v1_dot_model__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12naga/v1/turn.proto\x12\x07naga.v1\x1a\x12naga/v1/core.proto\"\xdb\x01\n\x0eRunTurnRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\x12\x0c\n\x04peer\x18\x04 \x01(\t\x12\"\n\x05trust\x18\x05 \x01(\x0e\x32\x13.naga.v1.TrustLevel\x12 \n\x04mode\x18\x06 \x01(\x0e\x32\x12.naga.v1.QueueMode\x12\x11\n\twaited_ms\x18\x07 \x01(\r\x12\x19\n\x0crisk_ceiling\x18\x08 \x01(\rH\x00\x88\x01\x01\x42\x0f\n\r_risk_ceiling\"\xce\x02\n\tTurnEvent\x12\r\n\x05index\x18\x01 \x01(\r\x12)\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x0b\x32\x15.naga.v1.TurnAcceptedH\x00\x12#\n\x05\x64\x65lta\x18\x03 \x01(\x0b\x32\x12.naga.v1.TextDeltaH\x00\x12\x30\n\x0ctool_started\x18\x04 \x01(\x0b\x32\x18.naga.v1.ToolCallStartedH\x00\x12\x32\n\rtool_finished\x18\x05 \x01(\x0b\x32\x19.naga.v1.ToolCallFinishedH\x00\x12#\n\x05\x66inal\x18\x06 \x01(\x0b\x32\x12.naga.v1.TurnFinalH\x00\x12#\n\x05\x65rror\x18\x07 \x01(\x0b\x32\x12.naga.v1.TurnErrorH\x00\x12*\n\x08\x61pproval\x18\x08 \x01(\x0b\x32\x16.naga.v1.ApprovalAskedH\x00\x42\x06\n\x04kind\"h\n\x0cTurnAccepted\x12\x13\n\x0bmessage_seq\x18\x01 \x01(\x04\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12\x10\n\x08replayed\x18\x03 \x01(\x08\x12\x0e\n\x06queued\x18\x04 \x01(\x08\x12\x10\n\x08position\x18\x05 \x01(\r\"\x19\n\tTextDelta\x12\x0c\n\x04text\x18\x01 \x01(\t\"H\n\x0fToolCallStarted\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x03 \x01(\t\"S\n\x10ToolCallFinished\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\n\n\x02ok\x18\x02 \x01(\x08\x12\x13\n\x0bresult_json\x18\x03 \x01(\t\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"\x87\x01\n\tTurnFinal\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x13\n\x0bmodel_calls\x18\x02 \x01(\r\x12\x12\n\ntool_calls\x18\x03 \x01(\r\x12\x15\n\rprompt_tokens\x18\x04 \x01(\x04\x12\x19\n\x11\x63ompletion_tokens\x18\x05 \x01(\x04\x12\x11\n\treply_seq\x18\x06 \x01(\x04\"X\n\tTurnError\x12$\n\x04kind\x18\x01 \x01(\x0e\x32\x16.naga.v1.TurnErrorKind\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x14\n\x0cpartial_text\x18\x03 \x01(\t\"X\n\x10SteerTurnRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\x12\x0c\n\x04peer\x18\x04 \x01(\t\"(\n\x11SteerTurnResponse\x12\x13\n\x0bmessage_seq\x18\x01 \x01(\x04\"#\n\x10\x41\x62ortTurnRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\"$\n\x11\x41\x62ortTurnResponse\x12\x0f\n\x07turn_id\x18\x01 \x01(\t\">\n\x13ListSessionsRequest\x12\r\n\x05limit\x18\x01 \x01(\r\x12\x18\n\x10include_archived\x18\x02 \x01(\x08\"\x8a\x01\n\x0eSessionSummary\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\r\n\x05turns\x18\x02 \x01(\r\x12\x10\n\x08last_seq\x18\x03 \x01(\x04\x12\x14\n\x0clast_time_ns\x18\x04 \x01(\x03\x12\x0f\n\x07preview\x18\x05 \x01(\t\x12\r\n\x05title\x18\x06 \x01(\t\x12\x10\n\x08\x61rchived\x18\x07 \x01(\x08\"A\n\x14ListSessionsResponse\x12)\n\x08sessions\x18\x01 \x03(\x0b\x32\x17.naga.v1.SessionSummary\"7\n\x15SessionHistoryRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\"}\n\x0cSessionEntry\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\"\n\x04role\x18\x02 \x01(\x0e\x32\x14.naga.v1.HistoryRole\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x0c\n\x04peer\x18\x04 \x01(\t\x12\x0f\n\x07time_ns\x18\x05 \x01(\x03\x12\x0f\n\x07turn_id\x18\x06 \x01(\t\"@\n\x16SessionHistoryResponse\x12&\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x15.naga.v1.SessionEntry\"t\n\rApprovalAsked\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x02 \x01(\t\x12\x0c\n\x04tool\x18\x03 \x01(\t\x12\x0c\n\x04risk\x18\x04 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x05 \x01(\t\x12\x12\n\nexpires_ns\x18\x06 \x01(\x03*\x88\x01\n\tQueueMode\x12\x1a\n\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x17\n\x13QUEUE_MODE_FOLLOWUP\x10\x01\x12\x16\n\x12QUEUE_MODE_COLLECT\x10\x02\x12\x14\n\x10QUEUE_MODE_STEER\x10\x03\x12\x18\n\x14QUEUE_MODE_INTERRUPT\x10\x04*\xfc\x01\n\rTurnErrorKind\x12\x1f\n\x1bTURN_ERROR_KIND_UNSPECIFIED\x10\x00\x12\x19\n\x15TURN_ERROR_KIND_MODEL\x10\x01\x12\x1a\n\x16TURN_ERROR_KIND_BUDGET\x10\x02\x12\x19\n\x15TURN_ERROR_KIND_STEPS\x10\x03\x12\x1b\n\x17TURN_ERROR_KIND_ABORTED\x10\x04\x12\x1c\n\x18TURN_ERROR_KIND_EXECUTOR\x10\x05\x12\x1c\n\x18TURN_ERROR_KIND_INTERNAL\x10\x06\x12\x1f\n\x1bTURN_ERROR_KIND_INTERRUPTED\x10\x07*^\n\x0bHistoryRole\x12\x1c\n\x18HISTORY_ROLE_UNSPECIFIED\x10\x00\x12\x15\n\x11HISTORY_ROLE_USER\x10\x01\x12\x1a\n\x16HISTORY_ROLE_ASSISTANT\x10\x02\x32\xdc\x02\n\x0bTurnService\x12\x34\n\x03Run\x12\x17.naga.v1.RunTurnRequest\x1a\x12.naga.v1.TurnEvent0\x01\x12>\n\x05Steer\x12\x19.naga.v1.SteerTurnRequest\x1a\x1a.naga.v1.SteerTurnResponse\x12>\n\x05\x41\x62ort\x12\x19.naga.v1.AbortTurnRequest\x1a\x1a.naga.v1.AbortTurnResponse\x12K\n\x0cListSessions\x12\x1c.naga.v1.ListSessionsRequest\x1a\x1d.naga.v1.ListSessionsResponse\x12J\n\x07History\x12\x1e.naga.v1.SessionHistoryRequest\x1a\x1f.naga.v1.SessionHistoryResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12naga/v1/turn.proto\x12\x07naga.v1\x1a\x12naga/v1/core.proto\x1a\x13naga/v1/model.proto\"\xff\x01\n\x0eRunTurnRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\x12\x0c\n\x04peer\x18\x04 \x01(\t\x12\"\n\x05trust\x18\x05 \x01(\x0e\x32\x13.naga.v1.TrustLevel\x12 \n\x04mode\x18\x06 \x01(\x0e\x32\x12.naga.v1.QueueMode\x12\x11\n\twaited_ms\x18\x07 \x01(\r\x12\x19\n\x0crisk_ceiling\x18\x08 \x01(\rH\x00\x88\x01\x01\x12\"\n\x06images\x18\x32 \x03(\x0b\x32\x12.naga.v1.ImagePartB\x0f\n\r_risk_ceiling\"\xce\x02\n\tTurnEvent\x12\r\n\x05index\x18\x01 \x01(\r\x12)\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x0b\x32\x15.naga.v1.TurnAcceptedH\x00\x12#\n\x05\x64\x65lta\x18\x03 \x01(\x0b\x32\x12.naga.v1.TextDeltaH\x00\x12\x30\n\x0ctool_started\x18\x04 \x01(\x0b\x32\x18.naga.v1.ToolCallStartedH\x00\x12\x32\n\rtool_finished\x18\x05 \x01(\x0b\x32\x19.naga.v1.ToolCallFinishedH\x00\x12#\n\x05\x66inal\x18\x06 \x01(\x0b\x32\x12.naga.v1.TurnFinalH\x00\x12#\n\x05\x65rror\x18\x07 \x01(\x0b\x32\x12.naga.v1.TurnErrorH\x00\x12*\n\x08\x61pproval\x18\x08 \x01(\x0b\x32\x16.naga.v1.ApprovalAskedH\x00\x42\x06\n\x04kind\"h\n\x0cTurnAccepted\x12\x13\n\x0bmessage_seq\x18\x01 \x01(\x04\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12\x10\n\x08replayed\x18\x03 \x01(\x08\x12\x0e\n\x06queued\x18\x04 \x01(\x08\x12\x10\n\x08position\x18\x05 \x01(\r\"\x19\n\tTextDelta\x12\x0c\n\x04text\x18\x01 \x01(\t\"H\n\x0fToolCallStarted\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x03 \x01(\t\"S\n\x10ToolCallFinished\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\n\n\x02ok\x18\x02 \x01(\x08\x12\x13\n\x0bresult_json\x18\x03 \x01(\t\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"\x87\x01\n\tTurnFinal\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x13\n\x0bmodel_calls\x18\x02 \x01(\r\x12\x12\n\ntool_calls\x18\x03 \x01(\r\x12\x15\n\rprompt_tokens\x18\x04 \x01(\x04\x12\x19\n\x11\x63ompletion_tokens\x18\x05 \x01(\x04\x12\x11\n\treply_seq\x18\x06 \x01(\x04\"X\n\tTurnError\x12$\n\x04kind\x18\x01 \x01(\x0e\x32\x16.naga.v1.TurnErrorKind\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x14\n\x0cpartial_text\x18\x03 \x01(\t\"X\n\x10SteerTurnRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\x12\x0c\n\x04peer\x18\x04 \x01(\t\"(\n\x11SteerTurnResponse\x12\x13\n\x0bmessage_seq\x18\x01 \x01(\x04\"#\n\x10\x41\x62ortTurnRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\"$\n\x11\x41\x62ortTurnResponse\x12\x0f\n\x07turn_id\x18\x01 \x01(\t\">\n\x13ListSessionsRequest\x12\r\n\x05limit\x18\x01 \x01(\r\x12\x18\n\x10include_archived\x18\x02 \x01(\x08\"\x8a\x01\n\x0eSessionSummary\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\r\n\x05turns\x18\x02 \x01(\r\x12\x10\n\x08last_seq\x18\x03 \x01(\x04\x12\x14\n\x0clast_time_ns\x18\x04 \x01(\x03\x12\x0f\n\x07preview\x18\x05 \x01(\t\x12\r\n\x05title\x18\x06 \x01(\t\x12\x10\n\x08\x61rchived\x18\x07 \x01(\x08\"A\n\x14ListSessionsResponse\x12)\n\x08sessions\x18\x01 \x03(\x0b\x32\x17.naga.v1.SessionSummary\"7\n\x15SessionHistoryRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\"}\n\x0cSessionEntry\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\"\n\x04role\x18\x02 \x01(\x0e\x32\x14.naga.v1.HistoryRole\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x0c\n\x04peer\x18\x04 \x01(\t\x12\x0f\n\x07time_ns\x18\x05 \x01(\x03\x12\x0f\n\x07turn_id\x18\x06 \x01(\t\"@\n\x16SessionHistoryResponse\x12&\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x15.naga.v1.SessionEntry\"t\n\rApprovalAsked\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x02 \x01(\t\x12\x0c\n\x04tool\x18\x03 \x01(\t\x12\x0c\n\x04risk\x18\x04 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x05 \x01(\t\x12\x12\n\nexpires_ns\x18\x06 \x01(\x03*\x88\x01\n\tQueueMode\x12\x1a\n\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x17\n\x13QUEUE_MODE_FOLLOWUP\x10\x01\x12\x16\n\x12QUEUE_MODE_COLLECT\x10\x02\x12\x14\n\x10QUEUE_MODE_STEER\x10\x03\x12\x18\n\x14QUEUE_MODE_INTERRUPT\x10\x04*\xfc\x01\n\rTurnErrorKind\x12\x1f\n\x1bTURN_ERROR_KIND_UNSPECIFIED\x10\x00\x12\x19\n\x15TURN_ERROR_KIND_MODEL\x10\x01\x12\x1a\n\x16TURN_ERROR_KIND_BUDGET\x10\x02\x12\x19\n\x15TURN_ERROR_KIND_STEPS\x10\x03\x12\x1b\n\x17TURN_ERROR_KIND_ABORTED\x10\x04\x12\x1c\n\x18TURN_ERROR_KIND_EXECUTOR\x10\x05\x12\x1c\n\x18TURN_ERROR_KIND_INTERNAL\x10\x06\x12\x1f\n\x1bTURN_ERROR_KIND_INTERRUPTED\x10\x07*^\n\x0bHistoryRole\x12\x1c\n\x18HISTORY_ROLE_UNSPECIFIED\x10\x00\x12\x15\n\x11HISTORY_ROLE_USER\x10\x01\x12\x1a\n\x16HISTORY_ROLE_ASSISTANT\x10\x02\x32\xdc\x02\n\x0bTurnService\x12\x34\n\x03Run\x12\x17.naga.v1.RunTurnRequest\x1a\x12.naga.v1.TurnEvent0\x01\x12>\n\x05Steer\x12\x19.naga.v1.SteerTurnRequest\x1a\x1a.naga.v1.SteerTurnResponse\x12>\n\x05\x41\x62ort\x12\x19.naga.v1.AbortTurnRequest\x1a\x1a.naga.v1.AbortTurnResponse\x12K\n\x0cListSessions\x12\x1c.naga.v1.ListSessionsRequest\x1a\x1d.naga.v1.ListSessionsResponse\x12J\n\x07History\x12\x1e.naga.v1.SessionHistoryRequest\x1a\x1f.naga.v1.SessionHistoryResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'naga.v1.turn_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_QUEUEMODE']._serialized_start=1978
-  _globals['_QUEUEMODE']._serialized_end=2114
-  _globals['_TURNERRORKIND']._serialized_start=2117
-  _globals['_TURNERRORKIND']._serialized_end=2369
-  _globals['_HISTORYROLE']._serialized_start=2371
-  _globals['_HISTORYROLE']._serialized_end=2465
-  _globals['_RUNTURNREQUEST']._serialized_start=52
-  _globals['_RUNTURNREQUEST']._serialized_end=271
-  _globals['_TURNEVENT']._serialized_start=274
-  _globals['_TURNEVENT']._serialized_end=608
-  _globals['_TURNACCEPTED']._serialized_start=610
-  _globals['_TURNACCEPTED']._serialized_end=714
-  _globals['_TEXTDELTA']._serialized_start=716
-  _globals['_TEXTDELTA']._serialized_end=741
-  _globals['_TOOLCALLSTARTED']._serialized_start=743
-  _globals['_TOOLCALLSTARTED']._serialized_end=815
-  _globals['_TOOLCALLFINISHED']._serialized_start=817
-  _globals['_TOOLCALLFINISHED']._serialized_end=900
-  _globals['_TURNFINAL']._serialized_start=903
-  _globals['_TURNFINAL']._serialized_end=1038
-  _globals['_TURNERROR']._serialized_start=1040
-  _globals['_TURNERROR']._serialized_end=1128
-  _globals['_STEERTURNREQUEST']._serialized_start=1130
-  _globals['_STEERTURNREQUEST']._serialized_end=1218
-  _globals['_STEERTURNRESPONSE']._serialized_start=1220
-  _globals['_STEERTURNRESPONSE']._serialized_end=1260
-  _globals['_ABORTTURNREQUEST']._serialized_start=1262
-  _globals['_ABORTTURNREQUEST']._serialized_end=1297
-  _globals['_ABORTTURNRESPONSE']._serialized_start=1299
-  _globals['_ABORTTURNRESPONSE']._serialized_end=1335
-  _globals['_LISTSESSIONSREQUEST']._serialized_start=1337
-  _globals['_LISTSESSIONSREQUEST']._serialized_end=1399
-  _globals['_SESSIONSUMMARY']._serialized_start=1402
-  _globals['_SESSIONSUMMARY']._serialized_end=1540
-  _globals['_LISTSESSIONSRESPONSE']._serialized_start=1542
-  _globals['_LISTSESSIONSRESPONSE']._serialized_end=1607
-  _globals['_SESSIONHISTORYREQUEST']._serialized_start=1609
-  _globals['_SESSIONHISTORYREQUEST']._serialized_end=1664
-  _globals['_SESSIONENTRY']._serialized_start=1666
-  _globals['_SESSIONENTRY']._serialized_end=1791
-  _globals['_SESSIONHISTORYRESPONSE']._serialized_start=1793
-  _globals['_SESSIONHISTORYRESPONSE']._serialized_end=1857
-  _globals['_APPROVALASKED']._serialized_start=1859
-  _globals['_APPROVALASKED']._serialized_end=1975
-  _globals['_TURNSERVICE']._serialized_start=2468
-  _globals['_TURNSERVICE']._serialized_end=2816
+  _globals['_QUEUEMODE']._serialized_start=2035
+  _globals['_QUEUEMODE']._serialized_end=2171
+  _globals['_TURNERRORKIND']._serialized_start=2174
+  _globals['_TURNERRORKIND']._serialized_end=2426
+  _globals['_HISTORYROLE']._serialized_start=2428
+  _globals['_HISTORYROLE']._serialized_end=2522
+  _globals['_RUNTURNREQUEST']._serialized_start=73
+  _globals['_RUNTURNREQUEST']._serialized_end=328
+  _globals['_TURNEVENT']._serialized_start=331
+  _globals['_TURNEVENT']._serialized_end=665
+  _globals['_TURNACCEPTED']._serialized_start=667
+  _globals['_TURNACCEPTED']._serialized_end=771
+  _globals['_TEXTDELTA']._serialized_start=773
+  _globals['_TEXTDELTA']._serialized_end=798
+  _globals['_TOOLCALLSTARTED']._serialized_start=800
+  _globals['_TOOLCALLSTARTED']._serialized_end=872
+  _globals['_TOOLCALLFINISHED']._serialized_start=874
+  _globals['_TOOLCALLFINISHED']._serialized_end=957
+  _globals['_TURNFINAL']._serialized_start=960
+  _globals['_TURNFINAL']._serialized_end=1095
+  _globals['_TURNERROR']._serialized_start=1097
+  _globals['_TURNERROR']._serialized_end=1185
+  _globals['_STEERTURNREQUEST']._serialized_start=1187
+  _globals['_STEERTURNREQUEST']._serialized_end=1275
+  _globals['_STEERTURNRESPONSE']._serialized_start=1277
+  _globals['_STEERTURNRESPONSE']._serialized_end=1317
+  _globals['_ABORTTURNREQUEST']._serialized_start=1319
+  _globals['_ABORTTURNREQUEST']._serialized_end=1354
+  _globals['_ABORTTURNRESPONSE']._serialized_start=1356
+  _globals['_ABORTTURNRESPONSE']._serialized_end=1392
+  _globals['_LISTSESSIONSREQUEST']._serialized_start=1394
+  _globals['_LISTSESSIONSREQUEST']._serialized_end=1456
+  _globals['_SESSIONSUMMARY']._serialized_start=1459
+  _globals['_SESSIONSUMMARY']._serialized_end=1597
+  _globals['_LISTSESSIONSRESPONSE']._serialized_start=1599
+  _globals['_LISTSESSIONSRESPONSE']._serialized_end=1664
+  _globals['_SESSIONHISTORYREQUEST']._serialized_start=1666
+  _globals['_SESSIONHISTORYREQUEST']._serialized_end=1721
+  _globals['_SESSIONENTRY']._serialized_start=1723
+  _globals['_SESSIONENTRY']._serialized_end=1848
+  _globals['_SESSIONHISTORYRESPONSE']._serialized_start=1850
+  _globals['_SESSIONHISTORYRESPONSE']._serialized_end=1914
+  _globals['_APPROVALASKED']._serialized_start=1916
+  _globals['_APPROVALASKED']._serialized_end=2032
+  _globals['_TURNSERVICE']._serialized_start=2525
+  _globals['_TURNSERVICE']._serialized_end=2873
 # @@protoc_insertion_point(module_scope)

@@ -35,6 +35,7 @@ from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from naga.v1 import core_pb2 as _core_pb2
+from naga.v1 import model_pb2 as _model_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -162,6 +163,7 @@ class RunTurnRequest(_message.Message):
     MODE_FIELD_NUMBER: _builtins.int
     WAITED_MS_FIELD_NUMBER: _builtins.int
     RISK_CEILING_FIELD_NUMBER: _builtins.int
+    IMAGES_FIELD_NUMBER: _builtins.int
     session: _builtins.str
     """The session: [a-z0-9][a-z0-9_.:-]{0,127}; a new name starts a session."""
     text: _builtins.str
@@ -195,6 +197,12 @@ class RunTurnRequest(_message.Message):
     """At most this tool risk level (0..4) for the turn, below what its trust's
     row allows (a scheduled job's ceiling); it can only lower it.
     """
+    @_builtins.property
+    def images(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.ImagePart]:
+        """Images sent with the text (references: blob, mime, size; never data),
+        already sealed in the blob store under the sender's subject (vision16).
+        """
+
     def __init__(
         self,
         *,
@@ -206,10 +214,11 @@ class RunTurnRequest(_message.Message):
         mode: Global___QueueMode.ValueType = ...,
         waited_ms: _builtins.int = ...,
         risk_ceiling: _builtins.int | None = ...,
+        images: _abc.Iterable[_model_pb2.ImagePart] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_risk_ceiling", b"_risk_ceiling", "risk_ceiling", b"risk_ceiling"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_risk_ceiling", b"_risk_ceiling", "idempotency_key", b"idempotency_key", "mode", b"mode", "peer", b"peer", "risk_ceiling", b"risk_ceiling", "session", b"session", "text", b"text", "trust", b"trust", "waited_ms", b"waited_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_risk_ceiling", b"_risk_ceiling", "idempotency_key", b"idempotency_key", "images", b"images", "mode", b"mode", "peer", b"peer", "risk_ceiling", b"risk_ceiling", "session", b"session", "text", b"text", "trust", b"trust", "waited_ms", b"waited_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__risk_ceiling: _TypeAlias = _typing.Literal["risk_ceiling"]  # noqa: Y015
     _WhichOneofArgType__risk_ceiling: _TypeAlias = _typing.Literal["_risk_ceiling", b"_risk_ceiling"]  # noqa: Y015

@@ -19,6 +19,7 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from naga.v1 import model_pb2 as _model_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -750,6 +751,7 @@ class WechatPending(_message.Message):
     OWNER_FIELD_NUMBER: _builtins.int
     ATTEMPT_FIELD_NUMBER: _builtins.int
     SEALED_TEXT_FIELD_NUMBER: _builtins.int
+    IMAGES_FIELD_NUMBER: _builtins.int
     bot_id: _builtins.str
     user_id: _builtins.str
     session: _builtins.str
@@ -767,6 +769,10 @@ class WechatPending(_message.Message):
     """As kernel state keeps it: text sealed under its subject's key (a sealed
     blob's bytes, docs/adr/0037) and text empty; opened when read back.
     """
+    @_builtins.property
+    def images(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.ImagePart]:
+        """The images the message carried, archived (references, never data)."""
+
     def __init__(
         self,
         *,
@@ -779,10 +785,11 @@ class WechatPending(_message.Message):
         owner: _builtins.bool = ...,
         attempt: _builtins.int = ...,
         sealed_text: _builtins.bytes = ...,
+        images: _abc.Iterable[_model_pb2.ImagePart] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "bot_id", b"bot_id", "key", b"key", "owner", b"owner", "sealed_text", b"sealed_text", "sent", b"sent", "session", b"session", "text", b"text", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "bot_id", b"bot_id", "images", b"images", "key", b"key", "owner", b"owner", "sealed_text", b"sealed_text", "sent", b"sent", "session", b"session", "text", b"text", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

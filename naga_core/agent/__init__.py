@@ -9,11 +9,18 @@ from naga_core.agent._distill import Distilled, distill
 from naga_core.agent._errors import (
     AgentError,
     AgentUnavailable,
+    BadImages,
     NoExecutor,
     NoModelProvider,
     NoTurnRunning,
     SessionNotFound,
     TurnConflict,
+)
+from naga_core.agent._images import (
+    IMAGE_MIMES,
+    MAX_IMAGE_BYTES,
+    MAX_IMAGES_PER_TURN,
+    MAX_TURN_IMAGE_BYTES,
 )
 from naga_core.agent._lanes import Admission, Cap
 from naga_core.agent._sessions import ERROR as TRACE_ERROR
@@ -36,6 +43,10 @@ from naga_core.agent._turn import Reloading, Running, TurnCursor
 from naga_core.agent._workers import LOCAL_MODEL_ROLE, AgentWorkers, LocalModelStatus
 
 __all__ = [
+    "IMAGE_MIMES",
+    "MAX_IMAGES_PER_TURN",
+    "MAX_IMAGE_BYTES",
+    "MAX_TURN_IMAGE_BYTES",
     "Distilled",
     "distill",
     "EXECUTOR_ROLE",
@@ -71,6 +82,7 @@ __all__ = [
     "NoModelProvider",
     "Reloading",
     "Running",
+    "BadImages",
     "SessionNotFound",
     "StartFold",
     "NoTurnRunning",

@@ -28,9 +28,10 @@ from naga.plugin import ToolSpec
 from naga.tokens import Risk
 from naga.trust import TrustLevel, UnknownTrustLevel
 from naga.v1 import agent_pb2 as apb
+from naga.v1 import model_pb2 as mpb
 from naga.v1 import turn_pb2 as tpb
 from naga_core._store import blob_store
-from naga_core.agent import _recover
+from naga_core.agent import _images, _recover
 from naga_core.agent import _sessions as rec
 from naga_core.agent._admit import known_turn, read_back, turn_trust
 from naga_core.agent._calls import RECORD_MARGIN_S, ExecutorCalls
@@ -273,6 +274,7 @@ class Agent:
         accepted = tpb.TurnAccepted(message_seq=running.message_seq, turn_id=running.id)
         running.emit(tpb.TurnEvent(accepted=accepted))
         running.steering = list(turn.steering)
+        running.images = list(turn.images)
         # It goes on from its recorded steps (docs/adr/0042-recover13b-resume.md).
         running.resume = list(turn.replay)
         running.stored = {c: Stored(d, n) for c, (d, n) in turn.stored.items()}
@@ -331,6 +333,8 @@ class Agent:
             trust=trust,
             risk=Risk(self.config.policy[trust].risk_ceiling),
         )
+        _images.check(req.images)  # before anything is recorded: a clear refusal
+        running.images = list(req.images)
         if req.HasField("risk_ceiling"):  # a caller may only lower it (a job's ceiling)
             running.risk = Risk(min(int(running.risk), req.risk_ceiling))
         # How long the channel held it before this request (its deadline
@@ -531,8 +535,10 @@ class Agent:
             trust=running.trust.label,
             risk_ceiling=int(running.risk),
             queue_mode=waiting.mode if waiting is not None else 0,
+            images=running.images,
         )
-        seq = self._stage(rec.MESSAGE, body)
+        # Its images are blob references of the record (kept while it is).
+        seq = self._stage(rec.MESSAGE, body, tuple(i.blob for i in running.images))
         # The turn token's mint rides the message's group commit: no sync of
         # its own on the turn path (bench/turn.py).
         self.core.write(
@@ -595,7 +601,9 @@ class Agent:
         summary = self._summaries.get(running.session)
         recalled = self.memory.recall(running, text, min(RECALL_TOKENS, budget.window // 8))
         skills = offer.section() if offer is not None else ""
-        fitted = self._fit(budget, entries, text, summary, recalled.section, skills=skills)
+        fitted = self._fit(
+            budget, entries, text, summary, recalled.section, skills=skills, images=running.images
+        )
         fresh = set(fitted.dropped_seqs)
         # Only what the window cannot hold is summarised: agent.history_entries
         # is the owner's choice of how much history to send at all.
@@ -615,7 +623,13 @@ class Agent:
             )
             if isinstance(compacted, Summary):
                 fitted = self._fit(
-                    budget, entries, text, compacted, recalled.section, skills=skills
+                    budget,
+                    entries,
+                    text,
+                    compacted,
+                    recalled.section,
+                    skills=skills,
+                    images=running.images,
                 )
             else:
                 fitted.left_out.append(compacted)
@@ -675,6 +689,7 @@ class Agent:
         memory: str = "",
         *,
         skills: str = "",
+        images: list[mpb.ImagePart] | None = None,
     ) -> Fitted:
         """The job's prompt; entries a summary covers are left to it;
         ``memory``: the recalled items' section (naga_core.agent._memory_tools);
@@ -689,7 +704,12 @@ class Agent:
             entries = [e for e in entries if e.seq > summary.upto_seq]
             system += summary.system_note()
         fitted = build_prompt(
-            budget, system, entries, text, history_limit=self.config.history_entries
+            budget,
+            system,
+            entries,
+            text,
+            history_limit=self.config.history_entries,
+            images=images or (),
         )
         if summary is not None:
             fitted.left_out.append(

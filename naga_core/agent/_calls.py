@@ -15,6 +15,7 @@ from naga.v1 import agent_pb2 as apb
 from naga.v1 import model_pb2 as mpb
 from naga.v1 import turn_pb2 as tpb
 from naga_core._store import blob_store
+from naga_core.agent import _images
 from naga_core.agent import _sessions as rec
 from naga_core.agent._core import Caller, Core, authority_of
 from naga_core.agent._core_tools import CoreTools, TurnView
@@ -130,6 +131,19 @@ class ExecutorCalls:
             out.budget_left = left - spent
         return out
 
+    def _with_images(self, running: Running, request: mpb.ChatRequest) -> mpb.ChatRequest:
+        """The request as the provider gets it: the turn's images filled in
+        for a vision provider, placeholders for any other (the trace keeps
+        the references only: no image bytes in another blob)."""
+        return _images.for_provider(
+            request,
+            vision=self._workers.vision(),
+            own=running.images,
+            subject=memory_subject(running),
+            sealer=self.memory.sealer,
+            read=self._blobs.get,
+        )
+
     async def traced_call(
         self,
         running: Running,
@@ -167,7 +181,8 @@ class ExecutorCalls:
             # The request's blob is made durable while the model answers:
             # its syncs (file, fan-out directory) are off the turn's path.
             nursery.start_soon(partial(trio.to_thread.run_sync, put_request))
-            reply = await self._provider_call(request, running, on_text)
+            sent = await trio.to_thread.run_sync(self._with_images, running, request)
+            reply = await self._provider_call(sent, running, on_text)
             took_us = (rec.now_ns() - started) // 1000
         if failed_put:
             raise failed_put[0]

@@ -30,6 +30,11 @@ class NoTurnRunning(TurnConflict):
     """The session runs no turn to steer or abort (it may just have ended)."""
 
 
+class BadImages(AgentError):
+    """A turn's images are refused: too many, too large, not an image
+    (INVALID_ARGUMENT)."""
+
+
 class AgentUnavailable(AgentError):
     """The agent side is not running yet, or is stopping (UNAVAILABLE)."""
 
@@ -37,6 +42,7 @@ class AgentUnavailable(AgentError):
 __all__ = [
     "AgentError",
     "AgentUnavailable",
+    "BadImages",
     "NoExecutor",
     "NoModelProvider",
     "NoTurnRunning",

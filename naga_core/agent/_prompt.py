@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from naga.constants import IMAGE_TOKENS
 from naga.v1 import model_pb2 as mpb
 from naga.v1 import turn_pb2 as tpb
 
@@ -50,7 +51,7 @@ def tokens(text: str) -> int:
 
 
 def message_tokens(message: mpb.ChatMessage) -> int:
-    n = MESSAGE_TOKENS + tokens(message.content)
+    n = MESSAGE_TOKENS + tokens(message.content) + IMAGE_TOKENS * len(message.images)
     for call in message.tool_calls:
         n += MESSAGE_TOKENS + tokens(call.id) + tokens(call.name) + tokens(call.arguments_json)
     return n
@@ -126,6 +127,7 @@ def build(
     text: str,
     *,
     history_limit: int,
+    images: Sequence[mpb.ImagePart] = (),
 ) -> Fitted:
     """The job's prompt: ``system``, what fits of ``entries`` (oldest
     first, the turn's own message not among them), the user's ``text``."""
@@ -141,7 +143,7 @@ def build(
             f"the middle of the user's message ({len(text)} characters, cut to fit the "
             f"{budget.window}-token window)"
         )
-    user = mpb.ChatMessage(role=mpb.ROLE_USER, content=content)
+    user = mpb.ChatMessage(role=mpb.ROLE_USER, content=content, images=images)
     room -= message_tokens(user)
     recent = list(entries[-history_limit:]) if history_limit > 0 else []
     dropped = [e.seq for e in entries[: len(entries) - len(recent)]]

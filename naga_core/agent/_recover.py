@@ -76,6 +76,8 @@ class OpenTurn:
     message_seq: int
     #: its naga.v1.QueueMode if it was queued behind a running turn, else 0
     mode: int = 0
+    #: the images of its message (references)
+    images: list[mpb.ImagePart] = field(default_factory=list[mpb.ImagePart])
     steering: list[str] = field(default_factory=list[str])
     model_calls: int = 0
     #: the call ids of tool calls that started (or, in a ledger older than
@@ -151,6 +153,7 @@ class OpenTurns:
                 risk=body.risk_ceiling,
                 message_seq=record.seq,
                 mode=body.queue_mode,
+                images=list(body.images),
             )
             return
         turn = self._open.get(body.turn_id)

@@ -58,6 +58,8 @@ class Running:
         self.aborted = False
         self.scope = trio.CancelScope()
         self.steering: list[str] = []
+        #: The images sent with its message (references; adr 0047).
+        self.images: list[mpb.ImagePart] = []
         #: The turn's deadline (trio time); every hop below gets a share of
         #: what is left (docs/adr/0009-turn-deadline-scheme.md).
         self.deadline = math.inf

@@ -351,6 +351,15 @@ class AgentWorkers:
             return LOCAL_CONTEXT_WINDOW
         return choice.provider.context_window
 
+    def vision(self) -> bool:
+        """The provider the next model call goes to sees images (its entry's
+        ``vision``); the embedded model does not."""
+        try:
+            choice = self._choice()
+        except NoModelProvider:
+            return False
+        return choice.provider is not None and choice.provider.vision
+
     def _start_configured(self, choice: Choice, provider: Provider) -> None:
         assert self._nursery is not None
         self.provider = self._worker(self._write_manifest(provider), self._spawn_provider)

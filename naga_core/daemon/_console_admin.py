@@ -341,6 +341,7 @@ class ConsoleAdminServicer:
                     file_default=name == found.default,
                     in_use=name == out.in_use,
                     context_window=prov.context_window,
+                    vision=prov.vision,
                 )
             )
         return out

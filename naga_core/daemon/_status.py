@@ -27,6 +27,7 @@ from naga_core._sdnotify import NotifyFailed
 from naga_core.agent import (
     AgentError,
     AgentUnavailable,
+    BadImages,
     NoExecutor,
     NoTurnRunning,
     SessionNotFound,
@@ -170,6 +171,7 @@ STATUS_OF: Mapping[type[BaseException], tuple[Code, Refusal.ValueType]] = {
     ConstitutionError: (Code.FAILED_PRECONDITION, R.REFUSAL_CONFIG),
     # turns
     SessionNotFound: (Code.NOT_FOUND, R.REFUSAL_SESSION_NOT_FOUND),
+    BadImages: (Code.INVALID_ARGUMENT, R.REFUSAL_INVALID_REQUEST),
     NoTurnRunning: (Code.FAILED_PRECONDITION, R.REFUSAL_NO_TURN_RUNNING),
     TurnConflict: (Code.FAILED_PRECONDITION, R.REFUSAL_TURN_CONFLICT),
     AgentUnavailable: (Code.UNAVAILABLE, R.REFUSAL_AGENT_UNAVAILABLE),

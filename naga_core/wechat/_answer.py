@@ -63,6 +63,7 @@ class Answering(ChannelBase):
             # Behind the session's running turn (the console's, or the
             # user's previous message), in the core's lane.
             mode=tpb.QUEUE_MODE_FOLLOWUP,
+            images=p.images,
         )
         try:
             return self._agent.start(ChannelCaller(), req)

@@ -11,9 +11,17 @@ from functools import partial
 
 import trio
 
+from naga.v1 import model_pb2 as mpb
 from naga.v1 import wechat_pb2 as wpb
 from naga_core._store import blob_store
-from naga_core.agent import AgentError, SessionNotFound
+from naga_core.agent import (
+    IMAGE_MIMES,
+    MAX_IMAGE_BYTES,
+    MAX_IMAGES_PER_TURN,
+    MAX_TURN_IMAGE_BYTES,
+    AgentError,
+    SessionNotFound,
+)
 from naga_core.errors import NagaError
 from naga_core.wechat import _keys
 from naga_core.wechat._answer import Answering
@@ -130,14 +138,16 @@ class Receiving(Answering):
             if key in (p.key for p in fresh) or await self._known(live, key, session):
                 log.info("wechat: bot %s: message %s delivered again; dropped", live.bot_id, key)
                 continue
+            text, images = await self._describe(live, m)
             fresh.append(
                 wpb.WechatPending(
                     bot_id=live.bot_id,
                     user_id=user,
                     session=session,
                     key=key,
-                    text=await self._describe(live, m),
+                    text=text,
                     owner=user == live.cred.owner_user_id,
+                    images=images,
                 )
             )
         if tokens_changed:
@@ -176,19 +186,32 @@ class Receiving(Answering):
             self._enqueue(live, p)
         self._prune(live, now)
 
-    async def _describe(self, live: Live, m: wpb.WechatMessage) -> str:
-        """The message as text; media fetched, checked, archived, described."""
+    async def _describe(self, live: Live, m: wpb.WechatMessage) -> tuple[str, list[mpb.ImagePart]]:
+        """The message as text, and the images a model may be shown; media
+        fetched, checked, archived, described."""
         if not any(item.type in _FETCHED for item in m.items):
-            return _keys.describe(m)
+            return _keys.describe(m), []
         lines: list[str] = []
+        images: list[mpb.ImagePart] = []
         for item in m.items:
             if item.type not in _FETCHED:
                 lines.append(_keys.describe(wpb.WechatMessage(items=[item])))
                 continue
-            lines.append(await self._fetch(live, m.from_user_id, item))
-        return "\n".join(lines)
+            line, image = await self._fetch(live, m.from_user_id, item)
+            if image is not None:
+                # Within the turn's bounds, else described only (adr 0047):
+                # the message is answered either way.
+                why = _unshown(images, image)
+                if why:
+                    line = line[:-1] + f"; not shown to the model: {why}]"
+                else:
+                    images.append(image)
+            lines.append(line)
+        return "\n".join(lines), images
 
-    async def _fetch(self, live: Live, user: str, item: wpb.WechatItem) -> str:
+    async def _fetch(
+        self, live: Live, user: str, item: wpb.WechatItem
+    ) -> tuple[str, mpb.ImagePart | None]:
         kind = _KIND_NAMES.get(item.type, "media")
         req = wpb.WechatMediaRequest(account=self._account(live), item=item)
         try:
@@ -198,7 +221,7 @@ class Receiving(Answering):
         if got.failure:
             peer = _keys.peer_of(live.bot_id, user)
             await self._note(f"wechat: {kind} from {peer} refused: {got.detail}")
-            return f"[{kind} that could not be used: {got.detail}]"
+            return f"[{kind} that could not be used: {got.detail}]", None
         work = os.path.join(self._home_root, "work", "plugins", "wechat")
         try:
             data = await trio.to_thread.run_sync(
@@ -210,23 +233,40 @@ class Receiving(Answering):
             digest = await trio.to_thread.run_sync(blob_store(self._core.home).put, sealed)
         except (OSError, NagaError, ValueError) as exc:
             await self._note(f"wechat: {kind} could not be archived: {exc}")
-            return f"[{kind} that could not be archived]"
+            return f"[{kind} that could not be archived]", None
         size = f"{got.mime}, {got.size} bytes"
         if got.width and got.height:
             size += f", {got.width}x{got.height}"
         name = f" {item.file_name!r}" if item.file_name else ""
-        seen = (
-            "; this model cannot see images, so it gets this description" if item.type == 2 else ""
-        )
-        return (
+        text = (
             f"[{kind}{name}: {size}, sha256 {hashlib.sha256(data).hexdigest()}, kept sealed in "
-            f"the blob store as {digest.hex()}{seen}]"
+            f"the blob store as {digest.hex()}]"
         )
+        # The core shows it to a model that can see images, and tells one
+        # that cannot (naga_core.agent._images).
+        image = (
+            mpb.ImagePart(blob=digest, mime=got.mime, size=got.size)
+            if item.type == 2 and got.mime in IMAGE_MIMES
+            else None
+        )
+        return text, image
 
     def _prune(self, live: Live, now: float) -> None:
         if len(live.seen) > 10_000:
             horizon = now - self.config.dedupe_s
             live.seen = {k: t for k, t in live.seen.items() if t >= horizon}
+
+
+def _unshown(taken: list[mpb.ImagePart], image: mpb.ImagePart) -> str:
+    """Why ``image`` cannot go with the ``taken`` ones to the model; empty
+    if it can."""
+    if image.size > MAX_IMAGE_BYTES:
+        return f"larger than the {MAX_IMAGE_BYTES} bytes a model is sent"
+    if len(taken) >= MAX_IMAGES_PER_TURN:
+        return f"more than {MAX_IMAGES_PER_TURN} images in one message"
+    if sum(i.size for i in taken) + image.size > MAX_TURN_IMAGE_BYTES:
+        return f"the message's images pass {MAX_TURN_IMAGE_BYTES} bytes"
+    return ""
 
 
 __all__ = ["Receiving"]

@@ -100,7 +100,7 @@
         el("span", { text: p.api }),
         el("code", { text: p.host }),
         el("code", { text: p.model }),
-        el("span", { text: p.context_window.toLocaleString() + " tokens" }),
+        el("span", { text: p.context_window.toLocaleString() + " tokens" + (p.vision ? ", sees images" : "") }),
         el("span", {}, p.in_use ? el("span", { class: "tag good", text: "in use" }) : null, p.file_default ? " " : "", p.file_default ? el("span", { class: "tag", text: "file default" }) : null),
         p.in_use ? el("span", {}) : el("button", { type: "button", class: "use", "data-provider": p.name, onclick: () => use(p.name, "Switched") }, "Use " + p.name),
       ]);

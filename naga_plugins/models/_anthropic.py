@@ -9,6 +9,7 @@ next user message. Streams are typed events: ``message_start``,
 
 from __future__ import annotations
 
+import base64
 from typing import Annotated, Any, Literal
 
 import pydantic
@@ -249,8 +250,21 @@ def _messages(request: model_pb2.ChatRequest, provider: str) -> list[dict[str, A
             blocks.append(result)
         else:
             role = "assistant" if message.role == model_pb2.ROLE_ASSISTANT else "user"
-            # The API refuses empty text blocks next to tool_use blocks.
-            if message.content or not message.tool_calls:
+            # Images before the text, as Anthropic advises.
+            blocks.extend(
+                {
+                    "type": "image",
+                    "source": {
+                        "type": "base64",
+                        "media_type": image.mime,
+                        "data": base64.b64encode(image.data).decode(),
+                    },
+                }
+                for image in message.images
+                if image.data
+            )
+            # The API refuses empty text blocks next to tool_use or image blocks.
+            if message.content or not (message.tool_calls or blocks):
                 blocks.append({"type": "text", "text": message.content})
             blocks.extend(
                 {

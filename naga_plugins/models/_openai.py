@@ -7,6 +7,7 @@ arrive as deltas keyed by ``index`` that are concatenated per index.
 
 from __future__ import annotations
 
+import base64
 from typing import Annotated, Any
 
 import pydantic
@@ -208,6 +209,21 @@ class OpenAIDialect:
                 }
                 for call in message.tool_calls
             ]
+        elif message.role == model_pb2.ROLE_USER and any(i.data for i in message.images):
+            # Content parts: the text, then each image as a data URL (the
+            # core fills data only for a provider that declares vision).
+            parts: list[dict[str, Any]] = [{"type": "text", "text": message.content}]
+            parts.extend(
+                {
+                    "type": "image_url",
+                    "image_url": {
+                        "url": f"data:{image.mime};base64," + base64.b64encode(image.data).decode()
+                    },
+                }
+                for image in message.images
+                if image.data
+            )
+            out["content"] = parts
         else:
             out["content"] = message.content
         if message.role == model_pb2.ROLE_TOOL:

@@ -71,7 +71,12 @@ def model_server() -> Iterator[ServerThread]:
 
 
 def write_providers(
-    home: str, base_url: str, *, api: str = "openai", context_window: int = 0
+    home: str,
+    base_url: str,
+    *,
+    api: str = "openai",
+    context_window: int = 0,
+    vision: bool = False,
 ) -> None:
     creds = os.path.join(home, "credentials")
     os.makedirs(creds, mode=0o700, exist_ok=True)
@@ -84,6 +89,8 @@ def write_providers(
     }
     if context_window:
         entry["context_window"] = context_window
+    if vision:
+        entry["vision"] = True
     body = {"default": "fake", "providers": {"fake": entry}}
     path = os.path.join(creds, "providers.json")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -230,7 +230,7 @@ def test_providers_are_listed_without_keys_and_a_bad_choice_is_refused(home: str
         f'"a": {{"api": "openai", "base_url": "https://api.example.com/v1", "api_key": "{secret}", '
         '"model": "m1"}, '
         '"b": {"api": "anthropic", "base_url": "https://b.example.org", "api_key": "k2", '
-        '"model": "m2", "context_window": 200000}}}'
+        '"model": "m2", "context_window": 200000, "vision": true}}}'
     )
     os.chmod(path, 0o600)
     with token_core(home) as c:
@@ -240,6 +240,7 @@ def test_providers_are_listed_without_keys_and_a_bad_choice_is_refused(home: str
             ("a", "api.example.com", True, True),
             ("b", "b.example.org", False, False),
         ]
+        assert [p.vision for p in got.providers] == [False, True]
         assert (got.in_use, got.problem, got.no_file) == ("a", "", False)
         switched = c.owner.call(
             _ADMIN + "SetDefaultProvider",
