@@ -9,7 +9,15 @@ import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
-from naga_core.ledger import Entry, Ledger, verify_consistency, verify_inclusion
+from naga_core.ledger import (
+    Entry,
+    Ledger,
+    consistency_proof,
+    inclusion_proof,
+    root,
+    verify_consistency,
+    verify_inclusion,
+)
 from tests.ledger_helpers import fixed_signer
 
 SEGMENT = 16 * 1024  # about 130 records of 100 bytes a segment
@@ -73,3 +81,25 @@ def test_held_structures_are_bounded_by_a_segment(tmp_path: Path) -> None:
         per_segment = max(seal.count for seal in ledger.seals())
         assert len(ledger._leaves) <= 32 * per_segment  # pyright: ignore[reportPrivateUsage]
         assert len(ledger._indexes) <= 2  # pyright: ignore[reportPrivateUsage]
+
+
+def test_proofs_from_the_seals_equal_those_from_every_leaf(tmp_path: Path) -> None:
+    """Every subtree taken from a seal's compact range or one segment's
+    leaves is the one the whole leaf list gives: roots, inclusion and
+    consistency proofs of sizes on, around and between seal boundaries."""
+    with Ledger.open(str(tmp_path / "l"), fixed_signer(), segment_max_bytes=4096) as ledger:
+        _grow(ledger, 700)
+        leaves = [ledger.leaf_hash(s) for s in range(ledger.size)]
+        ends = [seal.tree_size for seal in ledger.seals()]
+        assert len(ends) >= 10
+        sizes = sorted(
+            {1, 2, 3, 255, 256, 257, 511, 512, ledger.size}
+            | {e + d for e in ends for d in (-1, 0, 1)}
+        )
+        for new in sizes:
+            assert ledger.root_at(new) == root(leaves[:new])
+            for old in [s for s in sizes if s <= new][::5]:
+                assert ledger.prove_consistency(old, new) == consistency_proof(leaves, old, new)
+            for seq in {0, new // 2, new - 1}:
+                path = list(ledger.prove_inclusion(seq, new).path)
+                assert path == inclusion_proof(leaves, seq, new)
