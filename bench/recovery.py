@@ -33,7 +33,11 @@ again, and the model is asked for the step after it
 the history (0: only a write in flight at the kill is undone, ADR 0033),
 ``workspace_ok`` says every file holds one write's bytes.
 
-    python bench/recovery.py [--sessions 20] [--model-s 0.5] [--records 100000]
+``bytecode``: whether the packages were byte-compiled first (the default,
+as an installed core is; ``--no-compile`` measures a source checkout under
+PYTHONDONTWRITEBYTECODE, bench/_bytecode.py). ``load_average``: at the end.
+
+    python bench/recovery.py [--sessions 20] [--model-s 0.5] [--records 100000] [--no-compile]
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ sys.path.insert(0, REPO)
 
 import trio  # noqa: E402
 
+from bench._bytecode import compile_sources  # noqa: E402
 from naga.sdk import Client  # noqa: E402
 from naga.sdk.errors import SdkError  # noqa: E402
 from naga.v1 import agent_pb2 as apb  # noqa: E402
@@ -365,7 +370,11 @@ def main() -> None:
     ap.add_argument("--model-s", type=float, default=0.5)
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--only", choices=("turn", "tool"), default=None, help="one case only")
+    ap.add_argument(
+        "--no-compile", action="store_true", help="do not byte-compile first (a source checkout)"
+    )
     args = ap.parse_args()
+    compiled = not args.no_compile and compile_sources()
     cases: dict[str, Callable[[], dict[str, Any]]] = {}
     if args.only != "tool":
         cases["fresh"] = lambda: run_once(args.sessions, args.model_s, 0)
@@ -381,6 +390,8 @@ def main() -> None:
             out[name] = case()
         except (AssertionError, OSError, SystemExit) as exc:  # one case's failure, said
             out[name] = {"failed": f"{type(exc).__name__}: {str(exc)[:500]}"}
+    out["load_average"] = os.getloadavg()[0]
+    out["bytecode"] = compiled
     print(json.dumps(out))
 
 

@@ -20,7 +20,11 @@ snapshot), then measured over ``--runs`` restarts of a real core process
 The goal: the biggest size's ``first_turn_s`` within 2x of the smallest's,
 RSS flat. Medians over the runs.
 
-    python bench/startup.py [--sizes 10000,100000,1000000] [--runs 3]
+``bytecode``: whether the packages were byte-compiled first (the default,
+as an installed core is; ``--no-compile`` measures a source checkout under
+PYTHONDONTWRITEBYTECODE, bench/_bytecode.py).
+
+    python bench/startup.py [--sizes 10000,100000,1000000] [--runs 3] [--no-compile]
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ sys.path.insert(0, REPO)
 
 import trio  # noqa: E402
 
+from bench._bytecode import compile_sources  # noqa: E402
 from bench._ledgergen import fill  # noqa: E402
 from naga.sdk import Client  # noqa: E402
 from tests.agent.conftest import write_providers  # noqa: E402
@@ -199,7 +204,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument(
+        "--no-compile", action="store_true", help="do not byte-compile first (a source checkout)"
+    )
     args = ap.parse_args()
+    compiled = not args.no_compile and compile_sources()
     sizes = [int(s) for s in args.sizes.split(",") if s]
     model = Model()
     try:
@@ -219,6 +228,7 @@ def main() -> None:
                 ),
                 "rss_ratio_big_to_small": round(big["rss_mb"] / small["rss_mb"], 2),
                 "load_average": os.getloadavg()[0],
+                "bytecode": compiled,
             }
         )
     )

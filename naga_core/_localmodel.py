@@ -42,12 +42,15 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
-import httpx
 import trio
 
 import sandbox
+
+if TYPE_CHECKING:
+    import httpx
+
 from naga_core._localmodel_assets import (
     DEFAULT_MODEL,
     ChecksumMismatch,
@@ -495,6 +498,10 @@ async def _poll_models(base_url: str, model_name: str) -> None:
     never answers cannot hold one attempt past the caller's deadline by
     much; connection refusals are expected while the model loads.
     """
+    # Imported here: only a start of the local model needs it, and it costs
+    # every core start 0.1 s of CPU (httpx pulls in click and pygments).
+    import httpx  # noqa: PLC0415
+
     delay = _POLL_FIRST_S
     # trust_env=False: a proxy from the environment must not see loopback traffic.
     async with httpx.AsyncClient(

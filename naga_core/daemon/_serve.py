@@ -83,6 +83,7 @@ from naga_core.daemon._policy import POLICY
 from naga_core.daemon._rundir import RunDir
 from naga_core.daemon._session_meta import SessionMeta
 from naga_core.daemon._startup import StartSnapshots, open_state, snapshot_store
+from naga_core.daemon._trim import trim_heap
 from naga_core.daemon._wechat_service import (
     WECHAT_MEDIA_SERVICE,
     WECHAT_SERVICE,
@@ -467,6 +468,9 @@ async def _serve(
                 await nursery.start(gateway.serve, _journal_note(core))
                 core.webchat_url = gateway.url
             task_status.started(core.info)
+            # What the start freed (snapshot, fold, whole segments read) goes
+            # back to the system instead of staying resident (issue 19).
+            trim_heap()
             if notifier is not None:
                 # After start(): the socket is bound and answering.
                 notifier.ready(

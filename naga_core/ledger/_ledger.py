@@ -50,7 +50,16 @@ from naga_core.errors import (
 from naga_core.ledger._blobs import BlobStore
 from naga_core.ledger._checkpoint import Checkpoint, CheckpointSigner
 from naga_core.ledger._fs import FileHandle, FileSystem, OsFileSystem, sha256_file, write_atomic
-from naga_core.ledger._merkle import CompactRange, consistency_proof, inclusion_proof, root
+from naga_core.ledger._merkle import (
+    EMPTY_ROOT,
+    CompactRange,
+    Subtree,
+    consistency_proof_of,
+    inclusion_proof_of,
+    node_hash,
+    split_point,
+    subtree_root,
+)
 from naga_core.ledger._record import (
     GENESIS_PREV,
     Entry,
@@ -438,11 +447,9 @@ class Ledger:
         prev = self._sealed[-1] if self._sealed else None
         prev_size = prev.tree_size if prev is not None else 0
         tree_root = self._tree().root()
-        proof = (
-            consistency_proof(self._leaf_list(tree_size, raw=True), prev_size, tree_size)
-            if prev_size
-            else []
-        )
+        # The previous seal's compact range and this segment's leaves are
+        # all the proof needs (never every leaf since seq 0).
+        proof = consistency_proof_of(self._subtrees(raw=True), prev_size, tree_size)
         seal = Seal(
             segment=os.path.basename(active.path),
             first_seq=active.first_seq,
@@ -622,19 +629,62 @@ class Ledger:
             frontier.append(bytes(buf[i - base : i - base + 32]))
         return frontier
 
-    def _leaf_list(self, size: int, *, raw: bool = False) -> list[bytes]:
-        """The first ``size`` leaves (proofs of past trees: sealed segments'
-        read back from their indexes, for this call only)."""
-        out: list[bytes] = []
-        for k, seal in enumerate(self._sealed):
-            if seal.first_seq >= size:
-                return out
-            leaves = self._index(k, raw=raw)[1]
-            n = min(seal.count, size - seal.first_seq)
-            out += [leaves[i : i + 32] for i in range(0, 32 * n, 32)]
-        buf = self._leaves
-        out += [bytes(buf[i : i + 32]) for i in range(0, 32 * (size - self._base), 32)]
-        return out
+    def _subtrees(self, *, raw: bool = False) -> Subtree:
+        """MTH(D[lo:hi]) of durable records, for the proofs: a perfect subtree
+        that a seal's compact range (or the current one) holds is taken from
+        it, a range inside one segment is hashed from its leaves (a sealed
+        one's read back from its index), anything else is split by the RFC's
+        rule. So a proof of any size holds one segment's leaves at a time,
+        never the whole ledger's (under ``_lock``, or the committer's)."""
+        sealed, current = self._sealed, self._tree()
+
+        def known(lo: int, hi: int) -> bytes | None:
+            """MTH(D[lo:hi]) if a seal or the head stores it, else None."""
+            k = bisect.bisect_left(sealed, hi, key=lambda seal: seal.tree_size)
+            if lo == 0 and k < len(sealed) and sealed[k].tree_size == hi:
+                return sealed[k].root
+            w = hi - lo
+            if w & (w - 1) or lo % (2 * w):
+                return None  # no compact range holds it
+            # A compact range of size T holds [lo, lo + w) (w a power of two)
+            # iff T's bits above w's are lo's and w's is set: lo is a multiple
+            # of 2w and hi <= T < hi + w.
+            for size, frontier in (
+                *((s.tree_size, s.frontier) for s in sealed[k : k + 1]),
+                (current.size, None),
+            ):
+                if hi <= size < hi + w:
+                    hashes = (
+                        current.hashes
+                        if frontier is None
+                        else CompactRange.from_bytes(frontier).hashes
+                    )
+                    return hashes[(size >> w.bit_length()).bit_count()]
+            return None
+
+        def leaves(lo: int, hi: int) -> list[bytes] | None:
+            """The leaves [lo, hi) if they lie in one segment, else None."""
+            if lo >= self._base:
+                buf, at = self._leaves, 32 * (lo - self._base)
+                return [bytes(buf[i : i + 32]) for i in range(at, at + 32 * (hi - lo), 32)]
+            k = self._seal_of(lo)
+            seal = self._sealed[k]
+            if hi > seal.tree_size:
+                return None
+            got, at = self._index(k, raw=raw)[1], 32 * (lo - seal.first_seq)
+            return [got[i : i + 32] for i in range(at, at + 32 * (hi - lo), 32)]
+
+        def mth(lo: int, hi: int) -> bytes:
+            got = known(lo, hi)
+            if got is not None:
+                return got
+            part = leaves(lo, hi)
+            if part is not None:
+                return subtree_root(part, 0, hi - lo)
+            k = split_point(hi - lo)
+            return node_hash(mth(lo, lo + k), mth(lo + k, hi))
+
+        return mth
 
     def root_at(self, size: int) -> bytes:
         with self._lock:
@@ -642,7 +692,7 @@ class Ledger:
                 raise NotFound(f"tree size {size} is beyond the ledger's {self._durable} records")
             if size == self._durable:
                 return self._tree().root()
-            return root(self._leaf_list(size))
+            return self._subtrees()(0, size) if size else EMPTY_ROOT
 
     def checkpoint(self, size: int | None = None) -> str:
         """A signed checkpoint (C2SP signed note) of the tree at ``size``."""
@@ -656,7 +706,7 @@ class Ledger:
         record = self.read(seq)
         tree_root = self.root_at(n)
         with self._lock:
-            path = inclusion_proof(self._leaf_list(n), seq, n)
+            path = inclusion_proof_of(self._subtrees(), seq, n)
         return InclusionProof(
             seq=seq,
             leaf_hash=record.leaf_hash,
@@ -676,7 +726,7 @@ class Ledger:
                 f"(the ledger has {self._durable} records)"
             )
         with self._lock:
-            return consistency_proof(self._leaf_list(new_size), old_size, new_size)
+            return consistency_proof_of(self._subtrees(), old_size, new_size)
 
     def seals(self) -> list[Seal]:
         with self._lock:

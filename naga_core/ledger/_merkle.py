@@ -13,7 +13,7 @@ because their inputs usually come from somewhere untrusted.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from naga_core.errors import ProofError
@@ -22,11 +22,16 @@ __all__ = [
     "EMPTY_ROOT",
     "HASH_SIZE",
     "CompactRange",
+    "Subtree",
     "consistency_proof",
+    "consistency_proof_of",
     "inclusion_proof",
+    "inclusion_proof_of",
     "leaf_hash",
     "node_hash",
     "root",
+    "split_point",
+    "subtree_root",
     "verify_consistency",
     "verify_inclusion",
 ]
@@ -61,12 +66,25 @@ def root(leaves: Sequence[bytes]) -> bytes:
     return _subtree(leaves, 0, len(leaves))
 
 
+#: MTH(D[lo:hi]) for 0 <= lo < hi <= size, however the caller gets it (from
+#: a list of leaves, or from stored subtree roots and leaves read back a part
+#: at a time: the ledger's way, so that a proof never holds every leaf).
+Subtree = Callable[[int, int], bytes]
+
+
 def inclusion_proof(leaves: Sequence[bytes], index: int, size: int) -> list[bytes]:
     """PATH(index, D[0:size]) of RFC 9162 2.1.3.1, leaf-to-root order."""
     _require_size(leaves, size)
     if not 0 <= index < size:
         raise ValueError(f"leaf index {index} is outside a tree of size {size}")
     _require_leaves(leaves, size)
+    return inclusion_proof_of(lambda lo, hi: _subtree(leaves, lo, hi), index, size)
+
+
+def inclusion_proof_of(subtree: Subtree, index: int, size: int) -> list[bytes]:
+    """:func:`inclusion_proof` with the subtree roots from ``subtree``."""
+    if not 0 <= index < size:
+        raise ValueError(f"leaf index {index} is outside a tree of size {size}")
     # Walk down from the root; the sibling at each level is a subtree disjoint
     # from every other one taken, so the whole proof costs O(size) hashes.
     proof: list[bytes] = []
@@ -74,10 +92,10 @@ def inclusion_proof(leaves: Sequence[bytes], index: int, size: int) -> list[byte
     while hi - lo > 1:
         k = _split(hi - lo)
         if index < lo + k:
-            proof.append(_subtree(leaves, lo + k, hi))
+            proof.append(subtree(lo + k, hi))
             hi = lo + k
         else:
-            proof.append(_subtree(leaves, lo, lo + k))
+            proof.append(subtree(lo, lo + k))
             lo += k
     proof.reverse()
     return proof
@@ -93,6 +111,19 @@ def consistency_proof(leaves: Sequence[bytes], old_size: int, new_size: int) -> 
     if not 0 <= old_size <= new_size:
         raise ValueError(f"old size {old_size} is not in [0, {new_size}]")
     _require_leaves(leaves, new_size)
+    return consistency_proof_of(lambda lo, hi: _subtree(leaves, lo, hi), old_size, new_size)
+
+
+def consistency_proof_of(subtree: Subtree, old_size: int, new_size: int) -> list[bytes]:
+    """:func:`consistency_proof` with the subtree roots from ``subtree``.
+
+    Every subtree it asks for lies wholly below ``old_size`` (then it is one
+    of the perfect subtrees the old tree's compact range holds, or part of
+    one) or wholly at or above it, so a log that keeps the compact range of
+    the old size needs only the leaves added since.
+    """
+    if not 0 <= old_size <= new_size:
+        raise ValueError(f"old size {old_size} is not in [0, {new_size}]")
     if old_size in (0, new_size):
         return []
     # SUBPROOF(m, D[lo:hi], complete) unrolled: each step appends its MTH
@@ -102,14 +133,14 @@ def consistency_proof(leaves: Sequence[bytes], old_size: int, new_size: int) -> 
     while old_size != hi:
         k = _split(hi - lo)
         if old_size - lo <= k:
-            proof.append(_subtree(leaves, lo + k, hi))
+            proof.append(subtree(lo + k, hi))
             hi = lo + k
         else:
-            proof.append(_subtree(leaves, lo, lo + k))
+            proof.append(subtree(lo, lo + k))
             lo += k
             complete = False
     if not complete:
-        proof.append(_subtree(leaves, lo, hi))
+        proof.append(subtree(lo, hi))
     proof.reverse()
     return proof
 
@@ -329,6 +360,17 @@ class CompactRange:
 def _split(n: int) -> int:
     """The largest power of two strictly below ``n`` (n >= 2)."""
     return 1 << ((n - 1).bit_length() - 1)
+
+
+def split_point(n: int) -> int:
+    """The largest power of two strictly below ``n`` (n >= 2): where RFC
+    9162 splits a subtree of ``n`` leaves."""
+    return _split(n)
+
+
+def subtree_root(leaves: Sequence[bytes], lo: int, hi: int) -> bytes:
+    """MTH(leaves[lo:hi]) for lo < hi."""
+    return _subtree(leaves, lo, hi)
 
 
 def _subtree(leaves: Sequence[bytes], lo: int, hi: int) -> bytes:

@@ -357,6 +357,7 @@ def test_sealed_leaves_are_read_back_from_their_checked_indexes(tmp_path: Path) 
         assert ledger.prove_inclusion(1, first) == proof
         assert ledger.prove_consistency(first, ledger.size) == again
         assert ledger.root_at(first) == root
+    with open_small(d) as ledger:  # nothing read back yet
         idx = Path(d, "segments", ledger.seals()[1].segment.replace(".log", ".idx"))
         raw = bytearray(idx.read_bytes())
         raw[-1] ^= 0x01
