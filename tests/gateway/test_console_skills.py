@@ -45,7 +45,7 @@ description: Sum a column of a CSV file; use when asked for a total of a CSV col
 2. Run `scripts/total.sh FILE COLUMN`.
 
 <script>window.skillScriptRan = true</script>
-<img src="x" onerror="window.skillImgRan = true">
+<img src="x" alt="a picture" onerror="window.skillImgRan = true">
 """
 SCRIPT = "#!/bin/sh\nawk -F, 'NR>1{s+=$2} END{print s}' \"$1\"\n"
 
@@ -146,6 +146,7 @@ def test_an_imported_skill_is_listed_rendered_and_its_history_shown(
             )
             c.shoot(d, tmp_path, f"skills-{name}")
             assert c.overflowing(d) == [], name
+            assert [v for v in c.axe(d) if v["impact"] == "critical"] == [], name
 
 
 def test_a_guest_is_refused_the_skills_and_the_core_refuses_a_forged_login(
