@@ -23,7 +23,7 @@ from naga.v1 import core_pb2 as cpb
 from naga.v1 import kernel_pb2 as kpb
 from naga.v1 import turn_pb2 as tpb
 from naga.values import from_value
-from naga_gateway import _admin, _pages
+from naga_gateway import _admin, _pages, _skills
 from naga_gateway import _protocol as p
 from naga_gateway import _ws as ws
 from naga_gateway._core import CorePort
@@ -582,6 +582,15 @@ class Session:
     async def _m_trust_set(self, params: p.TrustParams) -> dict[str, Any]:
         return await _admin.set_trust(self._core, self._admin("change trust"), params)
 
+    async def _m_skills(self, params: p.SkillListParams) -> dict[str, Any]:
+        return await _skills.list_skills(self._core, self._admin("read the skills"), params)
+
+    async def _m_skill_show(self, params: p.SkillParams) -> dict[str, Any]:
+        return await _skills.show_skill(self._core, self._admin("read the skills"), params)
+
+    async def _m_skill_log(self, params: p.SkillParams) -> dict[str, Any]:
+        return await _skills.skill_log(self._core, self._admin("read the skills"), params)
+
     HANDLERS: ClassVar[dict[str, Handler]] = {
         "connect": _m_connect,
         "send": _m_send,
@@ -609,6 +618,9 @@ class Session:
         "plugin.preview": _m_plugin_preview,
         "plugin.install": _m_plugin_install,
         "trust.set": _m_trust_set,
+        "skills": _m_skills,
+        "skill.show": _m_skill_show,
+        "skill.log": _m_skill_log,
     }
 
 

@@ -171,6 +171,19 @@ class TrustParams(_Strict):
     reason: Annotated[str, Field(max_length=500)] = ""
 
 
+class SkillListParams(_Strict):
+    #: "global", "peer/<id>", "session/<id>"; "" every scope (the core checks it).
+    scope: Annotated[str, Field(max_length=300)] = ""
+    archived: bool = False
+
+
+class SkillParams(_Strict):
+    name: _Name
+    scope: Annotated[str, Field(max_length=300)] = ""
+    #: A version (hex, or a unique prefix); "" the current one.
+    version: Annotated[str, Field(max_length=64, pattern=r"^[0-9a-f]*$")] = ""
+
+
 #: method -> the model of its params.
 METHODS: dict[str, type[_Strict]] = {
     "connect": ConnectParams,
@@ -201,6 +214,10 @@ METHODS: dict[str, type[_Strict]] = {
     "plugin.preview": PreviewParams,
     "plugin.install": InstallParams,
     "trust.set": TrustParams,
+    # skills17: the skills view (read-only; the core checks the login too).
+    "skills": SkillListParams,
+    "skill.show": SkillParams,
+    "skill.log": SkillParams,
 }
 
 

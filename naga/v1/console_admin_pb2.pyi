@@ -21,6 +21,7 @@ from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from naga.v1 import core_pb2 as _core_pb2
 from naga.v1 import plugin_service_pb2 as _plugin_service_pb2
+from naga.v1 import skills_pb2 as _skills_pb2
 from naga.v1 import wechat_pb2 as _wechat_pb2
 import builtins as _builtins
 import sys
@@ -621,3 +622,79 @@ class ConsoleSetTrustRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ConsoleSetTrustRequest: _TypeAlias = ConsoleSetTrustRequest  # noqa: Y015
+
+@_typing.final
+class ConsoleListSkillsRequest(_message.Message):
+    """--- skills17: the skills view (docs/adr/0044-console-skills-view.md) ------------------
+
+    Read-only: SkillService's List, Show and Log for the owner's console, the
+    owner's console session checked by the core as for every RPC here (a
+    skill's body is the owner's: it may quote the owner's sessions).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONSOLE_SESSION_FIELD_NUMBER: _builtins.int
+    LIST_FIELD_NUMBER: _builtins.int
+    console_session: _builtins.str
+    @_builtins.property
+    def list(self) -> _skills_pb2.ListSkillsRequest: ...
+    def __init__(
+        self,
+        *,
+        console_session: _builtins.str = ...,
+        list: _skills_pb2.ListSkillsRequest | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["list", b"list"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["console_session", b"console_session", "list", b"list"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConsoleListSkillsRequest: _TypeAlias = ConsoleListSkillsRequest  # noqa: Y015
+
+@_typing.final
+class ConsoleShowSkillRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONSOLE_SESSION_FIELD_NUMBER: _builtins.int
+    SHOW_FIELD_NUMBER: _builtins.int
+    console_session: _builtins.str
+    @_builtins.property
+    def show(self) -> _skills_pb2.ShowSkillRequest: ...
+    def __init__(
+        self,
+        *,
+        console_session: _builtins.str = ...,
+        show: _skills_pb2.ShowSkillRequest | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["show", b"show"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["console_session", b"console_session", "show", b"show"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConsoleShowSkillRequest: _TypeAlias = ConsoleShowSkillRequest  # noqa: Y015
+
+@_typing.final
+class ConsoleSkillLogRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONSOLE_SESSION_FIELD_NUMBER: _builtins.int
+    LOG_FIELD_NUMBER: _builtins.int
+    console_session: _builtins.str
+    @_builtins.property
+    def log(self) -> _skills_pb2.SkillLogRequest: ...
+    def __init__(
+        self,
+        *,
+        console_session: _builtins.str = ...,
+        log: _skills_pb2.SkillLogRequest | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["log", b"log"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["console_session", b"console_session", "log", b"log"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConsoleSkillLogRequest: _TypeAlias = ConsoleSkillLogRequest  # noqa: Y015

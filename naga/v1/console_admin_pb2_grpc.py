@@ -6,6 +6,7 @@ import warnings
 from naga.v1 import console_admin_pb2 as naga_dot_v1_dot_console__admin__pb2
 from naga.v1 import core_pb2 as naga_dot_v1_dot_core__pb2
 from naga.v1 import plugin_install_pb2 as naga_dot_v1_dot_plugin__install__pb2
+from naga.v1 import skills_pb2 as naga_dot_v1_dot_skills__pb2
 from naga.v1 import wechat_pb2 as naga_dot_v1_dot_wechat__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -97,6 +98,21 @@ class ConsoleAdminServiceStub:
                 request_serializer=naga_dot_v1_dot_console__admin__pb2.ConsoleSetTrustRequest.SerializeToString,
                 response_deserializer=naga_dot_v1_dot_core__pb2.SetTrustResponse.FromString,
                 _registered_method=True)
+        self.ConsoleListSkills = channel.unary_unary(
+                '/naga.v1.ConsoleAdminService/ConsoleListSkills',
+                request_serializer=naga_dot_v1_dot_console__admin__pb2.ConsoleListSkillsRequest.SerializeToString,
+                response_deserializer=naga_dot_v1_dot_skills__pb2.ListSkillsResponse.FromString,
+                _registered_method=True)
+        self.ConsoleShowSkill = channel.unary_unary(
+                '/naga.v1.ConsoleAdminService/ConsoleShowSkill',
+                request_serializer=naga_dot_v1_dot_console__admin__pb2.ConsoleShowSkillRequest.SerializeToString,
+                response_deserializer=naga_dot_v1_dot_skills__pb2.ShowSkillResponse.FromString,
+                _registered_method=True)
+        self.ConsoleSkillLog = channel.unary_unary(
+                '/naga.v1.ConsoleAdminService/ConsoleSkillLog',
+                request_serializer=naga_dot_v1_dot_console__admin__pb2.ConsoleSkillLogRequest.SerializeToString,
+                response_deserializer=naga_dot_v1_dot_skills__pb2.SkillLogResponse.FromString,
+                _registered_method=True)
 
 
 class ConsoleAdminServiceServicer:
@@ -174,6 +190,25 @@ class ConsoleAdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ConsoleListSkills(self, request, context):
+        """skills17: the console's skills view (read-only; ADR 0044).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConsoleShowSkill(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConsoleSkillLog(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ConsoleAdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -236,6 +271,21 @@ def add_ConsoleAdminServiceServicer_to_server(servicer, server):
                     servicer.SetTrust,
                     request_deserializer=naga_dot_v1_dot_console__admin__pb2.ConsoleSetTrustRequest.FromString,
                     response_serializer=naga_dot_v1_dot_core__pb2.SetTrustResponse.SerializeToString,
+            ),
+            'ConsoleListSkills': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsoleListSkills,
+                    request_deserializer=naga_dot_v1_dot_console__admin__pb2.ConsoleListSkillsRequest.FromString,
+                    response_serializer=naga_dot_v1_dot_skills__pb2.ListSkillsResponse.SerializeToString,
+            ),
+            'ConsoleShowSkill': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsoleShowSkill,
+                    request_deserializer=naga_dot_v1_dot_console__admin__pb2.ConsoleShowSkillRequest.FromString,
+                    response_serializer=naga_dot_v1_dot_skills__pb2.ShowSkillResponse.SerializeToString,
+            ),
+            'ConsoleSkillLog': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsoleSkillLog,
+                    request_deserializer=naga_dot_v1_dot_console__admin__pb2.ConsoleSkillLogRequest.FromString,
+                    response_serializer=naga_dot_v1_dot_skills__pb2.SkillLogResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -562,6 +612,87 @@ class ConsoleAdminService:
             '/naga.v1.ConsoleAdminService/SetTrust',
             naga_dot_v1_dot_console__admin__pb2.ConsoleSetTrustRequest.SerializeToString,
             naga_dot_v1_dot_core__pb2.SetTrustResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsoleListSkills(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/naga.v1.ConsoleAdminService/ConsoleListSkills',
+            naga_dot_v1_dot_console__admin__pb2.ConsoleListSkillsRequest.SerializeToString,
+            naga_dot_v1_dot_skills__pb2.ListSkillsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsoleShowSkill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/naga.v1.ConsoleAdminService/ConsoleShowSkill',
+            naga_dot_v1_dot_console__admin__pb2.ConsoleShowSkillRequest.SerializeToString,
+            naga_dot_v1_dot_skills__pb2.ShowSkillResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsoleSkillLog(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/naga.v1.ConsoleAdminService/ConsoleSkillLog',
+            naga_dot_v1_dot_console__admin__pb2.ConsoleSkillLogRequest.SerializeToString,
+            naga_dot_v1_dot_skills__pb2.SkillLogResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -19,6 +19,7 @@ from grpc import aio as _aio
 from naga.v1 import console_admin_pb2 as _console_admin_pb2
 from naga.v1 import core_pb2 as _core_pb2
 from naga.v1 import plugin_install_pb2 as _plugin_install_pb2
+from naga.v1 import skills_pb2 as _skills_pb2
 from naga.v1 import wechat_pb2 as _wechat_pb2
 import abc as _abc_1
 import grpc as _grpc
@@ -57,6 +58,10 @@ class ConsoleAdminServiceStub:
     PreviewInstall: _grpc.UnaryUnaryMultiCallable[_console_admin_pb2.PreviewInstallRequest, _console_admin_pb2.PreviewInstallResponse]
     InstallPlugin: _grpc.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleInstallRequest, _plugin_install_pb2.InstallPluginResponse]
     SetTrust: _grpc.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleSetTrustRequest, _core_pb2.SetTrustResponse]
+    ConsoleListSkills: _grpc.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleListSkillsRequest, _skills_pb2.ListSkillsResponse]
+    """skills17: the console's skills view (read-only; ADR 0044)."""
+    ConsoleShowSkill: _grpc.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleShowSkillRequest, _skills_pb2.ShowSkillResponse]
+    ConsoleSkillLog: _grpc.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleSkillLogRequest, _skills_pb2.SkillLogResponse]
 
 @_typing.type_check_only
 class ConsoleAdminServiceAsyncStub(ConsoleAdminServiceStub):
@@ -73,6 +78,10 @@ class ConsoleAdminServiceAsyncStub(ConsoleAdminServiceStub):
     PreviewInstall: _aio.UnaryUnaryMultiCallable[_console_admin_pb2.PreviewInstallRequest, _console_admin_pb2.PreviewInstallResponse]  # type: ignore[assignment]
     InstallPlugin: _aio.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleInstallRequest, _plugin_install_pb2.InstallPluginResponse]  # type: ignore[assignment]
     SetTrust: _aio.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleSetTrustRequest, _core_pb2.SetTrustResponse]  # type: ignore[assignment]
+    ConsoleListSkills: _aio.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleListSkillsRequest, _skills_pb2.ListSkillsResponse]  # type: ignore[assignment]
+    """skills17: the console's skills view (read-only; ADR 0044)."""
+    ConsoleShowSkill: _aio.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleShowSkillRequest, _skills_pb2.ShowSkillResponse]  # type: ignore[assignment]
+    ConsoleSkillLog: _aio.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleSkillLogRequest, _skills_pb2.SkillLogResponse]  # type: ignore[assignment]
 
 class ConsoleAdminServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -158,5 +167,27 @@ class ConsoleAdminServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _console_admin_pb2.ConsoleSetTrustRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_core_pb2.SetTrustResponse, _abc.Awaitable[_core_pb2.SetTrustResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ConsoleListSkills(
+        self,
+        request: _console_admin_pb2.ConsoleListSkillsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_skills_pb2.ListSkillsResponse, _abc.Awaitable[_skills_pb2.ListSkillsResponse]]:
+        """skills17: the console's skills view (read-only; ADR 0044)."""
+
+    @_abc_1.abstractmethod
+    def ConsoleShowSkill(
+        self,
+        request: _console_admin_pb2.ConsoleShowSkillRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_skills_pb2.ShowSkillResponse, _abc.Awaitable[_skills_pb2.ShowSkillResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ConsoleSkillLog(
+        self,
+        request: _console_admin_pb2.ConsoleSkillLogRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_skills_pb2.SkillLogResponse, _abc.Awaitable[_skills_pb2.SkillLogResponse]]: ...
 
 def add_ConsoleAdminServiceServicer_to_server(servicer: ConsoleAdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

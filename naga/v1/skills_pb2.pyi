@@ -342,21 +342,31 @@ class ImportSkillRequest(_message.Message):
     SCOPE_FIELD_NUMBER: _builtins.int
     FILES_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    ALLOW_LINT_FIELD_NUMBER: _builtins.int
     scope: _builtins.str
     """Empty: global."""
     reason: _builtins.str
     @_builtins.property
     def files(self) -> _containers.RepeatedCompositeFieldContainer[Global___SkillFile]: ...
+    @_builtins.property
+    def allow_lint(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """skills17: the poison lint's rules (prompt_injection, exfiltration,
+        secret, credential_url) whose findings the owner accepts knowingly
+        (`--allow-lint RULE`); any other finding refuses the import. What was
+        accepted is written into the version's reason.
+        """
+
     def __init__(
         self,
         *,
         scope: _builtins.str = ...,
         files: _abc.Iterable[Global___SkillFile] | None = ...,
         reason: _builtins.str = ...,
+        allow_lint: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["files", b"files", "reason", b"reason", "scope", b"scope"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_lint", b"allow_lint", "files", b"files", "reason", b"reason", "scope", b"scope"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

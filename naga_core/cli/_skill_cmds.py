@@ -143,6 +143,7 @@ def import_skill(args: argparse.Namespace, home: Home) -> Outcome:
             skpb.SkillFile(path=p, data=d, executable=p in executable)
             for p, d in sorted(files.items())
         ],
+        allow_lint=args.allow_lint or [],
     )
     return _changed(_call(home, "Import", req, skpb.SkillChangeResponse, read=False), "imported")
 
@@ -265,6 +266,13 @@ def add(sub: Any, command: Any) -> None:
     )
     im.add_argument("path", metavar="PATH")
     im.add_argument("--reason")
+    im.add_argument(
+        "--allow-lint",
+        action="append",
+        metavar="RULE",
+        help="accept the poison lint's findings of this rule (prompt_injection, exfiltration, "
+        "secret, credential_url); recorded in the version's reason",
+    )
     for name, method, verb, text in (
         ("archive", "Archive", "archived", "stop offering a skill (kept; restore brings it back)"),
         ("restore", "Restore", "restored", "offer an archived skill again"),

@@ -24,6 +24,7 @@ from naga.v1 import console_pb2 as cnpb
 from naga.v1 import core_pb2 as cpb
 from naga.v1 import plugin_install_pb2 as ipb
 from naga.v1 import plugin_service_pb2 as spb
+from naga.v1 import skills_pb2 as skpb
 from naga.v1 import wechat_pb2 as wpb
 from naga_core._providers import (
     NoProviderConfigured,
@@ -48,6 +49,7 @@ from naga_core.daemon._plugin_service import PluginServicer
 from naga_core.daemon._policy import GATEWAY
 from naga_core.daemon._rundir import RunDir
 from naga_core.daemon._session_meta import SessionMeta, check_title
+from naga_core.daemon._skill_service import SkillServicer, check_list, check_named, check_show
 from naga_core.daemon._wechat_service import WechatServicer, check_bind
 from naga_core.plugins import code_hash, consent, read_manifest, unpack
 
@@ -124,6 +126,21 @@ def check_wechat_list(req: capb.ConsoleWechatListRequest) -> None:
     _session_field(req.console_session)
 
 
+def check_skill_list(req: capb.ConsoleListSkillsRequest) -> None:
+    _session_field(req.console_session)
+    check_list(req.list)
+
+
+def check_skill_show(req: capb.ConsoleShowSkillRequest) -> None:
+    _session_field(req.console_session)
+    check_show(req.show)
+
+
+def check_skill_log(req: capb.ConsoleSkillLogRequest) -> None:
+    _session_field(req.console_session)
+    check_named(req.log)
+
+
 def _source(value: str) -> None:
     _checks.text("source", value, max_chars=4096)
     if not os.path.isabs(value):
@@ -170,6 +187,7 @@ class ConsoleAdminServicer:
         plugins: PluginServicer,
         wechat: WechatServicer,
         installs: InstallServicer,
+        skills: SkillServicer | None = None,
     ) -> None:
         self._core = core
         self._logins = logins
@@ -179,6 +197,7 @@ class ConsoleAdminServicer:
         self._plugins = plugins
         self._wechat = wechat
         self._installs = installs
+        self._skills = skills
 
     def methods(self) -> list[Method]:
         return [
@@ -205,6 +224,16 @@ class ConsoleAdminServicer:
             ),
             AsyncUnary("InstallPlugin", capb.ConsoleInstallRequest, self.install, check_install),
             Unary("SetTrust", capb.ConsoleSetTrustRequest, self.set_trust, check_trust),
+            Unary(
+                "ConsoleListSkills",
+                capb.ConsoleListSkillsRequest,
+                self.list_skills,
+                check_skill_list,
+            ),
+            Unary(
+                "ConsoleShowSkill", capb.ConsoleShowSkillRequest, self.show_skill, check_skill_show
+            ),
+            Unary("ConsoleSkillLog", capb.ConsoleSkillLogRequest, self.skill_log, check_skill_log),
         ]
 
     def _owner(self, p: Principal, console_session: str) -> Principal:
@@ -388,6 +417,28 @@ class ConsoleAdminServicer:
     ) -> wpb.WechatListResponse:
         owner = self._owner(p, req.console_session)
         return self._wechat.list(owner, wpb.WechatListRequest())
+
+    # --- skills (skills17: the console's read-only view, ADR 0044) ----------------------------
+
+    def _library(self, p: Principal, console_session: str) -> tuple[SkillServicer, Principal]:
+        owner = self._owner(p, console_session)
+        if self._skills is None:
+            raise RequestRefused.invalid("this core runs without a skill library")
+        return self._skills, owner
+
+    def list_skills(
+        self, p: Principal, req: capb.ConsoleListSkillsRequest
+    ) -> skpb.ListSkillsResponse:
+        skills, owner = self._library(p, req.console_session)
+        return skills.list(owner, req.list)
+
+    def show_skill(self, p: Principal, req: capb.ConsoleShowSkillRequest) -> skpb.ShowSkillResponse:
+        skills, owner = self._library(p, req.console_session)
+        return skills.show(owner, req.show)
+
+    def skill_log(self, p: Principal, req: capb.ConsoleSkillLogRequest) -> skpb.SkillLogResponse:
+        skills, owner = self._library(p, req.console_session)
+        return skills.log(owner, req.log)
 
     # --- installs ------------------------------------------------------------------------------
 

@@ -239,6 +239,11 @@ POLICY: Mapping[str, Rule] = {
     # Raising a peer's trust is the owner's (INV-6): the handler admits the
     # gateway only with the owner's console session, then acts as the owner.
     _ADMIN + "SetTrust": _OWNER_OR_CONSOLE,
+    # The console's skills view (skills17, ADR 0044): reads, but of the
+    # owner's library, so the handler checks the owner's console session too.
+    _ADMIN + "ConsoleListSkills": _read(GATEWAY),
+    _ADMIN + "ConsoleShowSkill": _read(GATEWAY),
+    _ADMIN + "ConsoleSkillLog": _read(GATEWAY),
 }
 
 #: Record kinds a Subscribe stream shows each token role (None: every kind).

@@ -305,6 +305,7 @@ def _bridge(
     bridge.add(_console_login.SERVICE, console.methods())
     installs = _install_service.InstallServicer(core, plugins)
     bridge.add(_install_service.SERVICE, installs.methods())
+    skills = None
     if agent.skills is not None:
         skills = _skill_service.SkillServicer(core, agent.skills)
         bridge.add(_skill_service.SERVICE, skills.methods())
@@ -321,6 +322,7 @@ def _bridge(
         plugins=plugin_service,
         wechat=wechat_service,
         installs=installs,
+        skills=skills,
     )
     bridge.add(CONSOLE_ADMIN_SERVICE, admin.methods())
     unruled = sorted(set(bridge.served) - set(POLICY))

@@ -23,6 +23,7 @@ from naga_core.skills import (
     apply_curation,
     check_files,
     check_scope,
+    lint_import,
     plan_curation,
 )
 
@@ -170,6 +171,11 @@ class SkillServicer:
         executable = frozenset(f.path for f in req.files if f.executable)
         reason = req.reason or "imported by the owner"
         doc = check_files(files)
+        # The owner is trusted, a downloaded folder is not (docs/design/skills.md,
+        # "Owner imports"): a finding refuses unless the owner named its rule.
+        allowed = lint_import(files, req.allow_lint)
+        if allowed:
+            reason = f"{reason}; {allowed}"[:_MAX_REASON]
         store = self._store
         if store.ref(scope, doc.name) is None:
             ref = self._core.write(
@@ -281,6 +287,10 @@ def check_show(req: skpb.ShowSkillRequest) -> None:
 def check_import(req: skpb.ImportSkillRequest) -> None:
     _scope(req.scope)
     _checks.text("reason", req.reason, max_chars=_MAX_REASON, required=False)
+    if len(req.allow_lint) > 8:
+        raise RequestRefused.invalid("allow_lint: at most 8 rules")
+    for rule in req.allow_lint:
+        _checks.text("allow_lint", rule, max_chars=32)
     if not req.files:
         raise RequestRefused.invalid("files: a skill needs at least its SKILL.md")
 

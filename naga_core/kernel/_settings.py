@@ -501,7 +501,8 @@ DEFAULT_SETTINGS: tuple[SettingSpec, ...] = (
         "off",
         ("on", "off"),
         doc="on: after a turn that succeeded and used tools, one review call (of the turn's "
-        "budget) may propose a skill, judged before anything is written",
+        "budget) may propose a skill, judged before anything is written; a saved skill quotes "
+        "the turn and `naga memory forget` does not erase it (ADR 0044)",
     ),
     SettingSpec.integer(
         "skills.review_min_tools",

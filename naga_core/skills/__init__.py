@@ -31,7 +31,15 @@ from naga_core.skills._library import (
     Offered,
     Usage,
 )
-from naga_core.skills._lint import Finding, Near, near_duplicate, poison, similarity
+from naga_core.skills._lint import (
+    POISON_KINDS,
+    Finding,
+    Near,
+    lint_import,
+    near_duplicate,
+    poison,
+    similarity,
+)
 from naga_core.skills._objects import AUTHORS, Commit, Tree, TreeEntry, digest_of
 from naga_core.skills._schedule import curate_when_idle
 from naga_core.skills._sediment import (
@@ -107,6 +115,8 @@ __all__ = [
     "peer_scope",
     "plan_curation",
     "poison",
+    "lint_import",
+    "POISON_KINDS",
     "read_dir",
     "render",
     "scopes_for",

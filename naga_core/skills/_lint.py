@@ -13,9 +13,10 @@ the patterns lean towards refusing.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from naga_core.skills._errors import Reason, SkillRefused
 from naga_core.skills._text import cosine, weighted
 
 
@@ -141,6 +142,43 @@ def poison(text: str) -> list[Finding]:
     return found
 
 
+#: The lint's rule names, as findings and ``--allow-lint`` name them.
+POISON_KINDS = frozenset(kind for kind, _ in _PATTERNS)
+
+
+def lint_import(files: Mapping[str, bytes], allow: Collection[str] = ()) -> str:
+    """The poison lint over an owner's import: every text file of the folder
+    (SKILL.md, scripts, references), since a downloaded skill is not the
+    owner's words and is injected into later prompts. A finding whose rule
+    is not in ``allow`` refuses the import (:class:`SkillRefused`, POISON,
+    naming the rule, the file and the text); the findings the owner allowed
+    come back as a note for the version's reason (empty: none)."""
+    unknown = sorted(set(allow) - POISON_KINDS)
+    if unknown:
+        raise SkillRefused(
+            Reason.BAD_FORMAT,
+            f"--allow-lint {unknown[0]!r} is not a lint rule "
+            f"(the rules: {', '.join(sorted(POISON_KINDS))})",
+        )
+    found: list[tuple[str, Finding]] = []
+    for path, data in sorted(files.items()):
+        try:
+            text = data.decode()
+        except UnicodeDecodeError:
+            continue  # an asset: never put into a prompt as text
+        found.extend((path, f) for f in poison(text))
+    said = [f"{f.kind} in {path}: {f.excerpt!r}" for path, f in found]
+    refused = [s for (_, f), s in zip(found, said, strict=True) if f.kind not in allow]
+    if refused:
+        kinds = sorted({f.kind for _, f in found if f.kind not in allow})
+        raise SkillRefused(
+            Reason.POISON,
+            f"poison lint: {'; '.join(refused)}. Nothing imported; if you trust these lines, "
+            f"import it with {' '.join(f'--allow-lint {k}' for k in kinds)}",
+        )
+    return f"poison lint allowed by the owner: {'; '.join(said)}" if said else ""
+
+
 @dataclass(frozen=True, slots=True)
 class Near:
     """The most similar existing skill and how similar (0..1)."""
@@ -171,4 +209,12 @@ def similarity(a: tuple[str, str, str], b: tuple[str, str, str]) -> float:
     return cosine(weighted(*a), weighted(*b))
 
 
-__all__ = ["Finding", "Near", "near_duplicate", "poison", "similarity"]
+__all__ = [
+    "POISON_KINDS",
+    "Finding",
+    "Near",
+    "lint_import",
+    "near_duplicate",
+    "poison",
+    "similarity",
+]

@@ -31,6 +31,7 @@ PAGES = (
     "sessions",
     "logs",
     "wechat",
+    "skills",
     "trust",
     "ledger",
     "rollback",
