@@ -582,6 +582,12 @@ class Session:
     async def _m_trust_set(self, params: p.TrustParams) -> dict[str, Any]:
         return await _admin.set_trust(self._core, self._admin("change trust"), params)
 
+    async def _m_memory(self, params: p.MemoryListParams) -> dict[str, Any]:
+        return await _admin.memory(self._core, self._admin("read memory"), params)
+
+    async def _m_memory_delete(self, params: p.MemoryDeleteParams) -> dict[str, Any]:
+        return await _admin.delete_memory(self._core, self._admin("delete memory"), params)
+
     HANDLERS: ClassVar[dict[str, Handler]] = {
         "connect": _m_connect,
         "send": _m_send,
@@ -609,6 +615,8 @@ class Session:
         "plugin.preview": _m_plugin_preview,
         "plugin.install": _m_plugin_install,
         "trust.set": _m_trust_set,
+        "memory": _m_memory,
+        "memory.delete": _m_memory_delete,
     }
 
 

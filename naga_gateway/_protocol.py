@@ -171,6 +171,15 @@ class TrustParams(_Strict):
     reason: Annotated[str, Field(max_length=500)] = ""
 
 
+class MemoryListParams(_Strict):
+    #: A subject (a peer id); "" for every subject's items. The core checks it.
+    subject: Annotated[str, Field(max_length=200)] = ""
+
+
+class MemoryDeleteParams(_Strict):
+    id: Annotated[str, Field(pattern=r"^mi-[0-9a-f]{16}$")]
+
+
 #: method -> the model of its params.
 METHODS: dict[str, type[_Strict]] = {
     "connect": ConnectParams,
@@ -201,6 +210,9 @@ METHODS: dict[str, type[_Strict]] = {
     "plugin.preview": PreviewParams,
     "plugin.install": InstallParams,
     "trust.set": TrustParams,
+    # Memory browsed and deleted (docs/adr/0045-console-memory-delete.md).
+    "memory": MemoryListParams,
+    "memory.delete": MemoryDeleteParams,
 }
 
 

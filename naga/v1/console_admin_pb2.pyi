@@ -20,6 +20,7 @@ from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from naga.v1 import core_pb2 as _core_pb2
+from naga.v1 import memory_pb2 as _memory_pb2
 from naga.v1 import plugin_service_pb2 as _plugin_service_pb2
 from naga.v1 import wechat_pb2 as _wechat_pb2
 import builtins as _builtins
@@ -617,3 +618,110 @@ class ConsoleSetTrustRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ConsoleSetTrustRequest: _TypeAlias = ConsoleSetTrustRequest  # noqa: Y015
+
+@_typing.final
+class ConsoleListMemoryRequest(_message.Message):
+    """--- memory18: memory, browsed and deleted (docs/adr/0045-console-memory-delete.md) ---"""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONSOLE_SESSION_FIELD_NUMBER: _builtins.int
+    SUBJECT_FIELD_NUMBER: _builtins.int
+    console_session: _builtins.str
+    subject: _builtins.str
+    """Only this subject's items (a peer id: webchat:owner, wechat:<bot>/<user>);
+    empty: every subject's.
+    """
+    def __init__(
+        self,
+        *,
+        console_session: _builtins.str = ...,
+        subject: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["console_session", b"console_session", "subject", b"subject"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConsoleListMemoryRequest: _TypeAlias = ConsoleListMemoryRequest  # noqa: Y015
+
+@_typing.final
+class ConsoleListMemoryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ITEMS_FIELD_NUMBER: _builtins.int
+    SUBJECTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def items(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.MemoryItem]:
+        """Live items, oldest first, decrypted (a forgotten subject's: forgotten)."""
+
+    @_builtins.property
+    def subjects(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Every subject memory holds items of, for the filter's choices."""
+
+    def __init__(
+        self,
+        *,
+        items: _abc.Iterable[_memory_pb2.MemoryItem] | None = ...,
+        subjects: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["items", b"items", "subjects", b"subjects"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConsoleListMemoryResponse: _TypeAlias = ConsoleListMemoryResponse  # noqa: Y015
+
+@_typing.final
+class ConsoleDeleteMemoryRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONSOLE_SESSION_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    console_session: _builtins.str
+    id: _builtins.str
+    """The item's id (mi-<16 hex digits>)."""
+    def __init__(
+        self,
+        *,
+        console_session: _builtins.str = ...,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["console_session", b"console_session", "id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConsoleDeleteMemoryRequest: _TypeAlias = ConsoleDeleteMemoryRequest  # noqa: Y015
+
+@_typing.final
+class ConsoleDeleteMemoryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQ_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    SUBJECT_FIELD_NUMBER: _builtins.int
+    seq: _builtins.int
+    """The ledger entry of the deletion: a kernel registration that takes the
+    item out of every list, search and recall; a rollback past it brings it
+    back. Erasing for good is `naga memory forget SUBJECT`.
+    """
+    id: _builtins.str
+    subject: _builtins.str
+    def __init__(
+        self,
+        *,
+        seq: _builtins.int = ...,
+        id: _builtins.str = ...,
+        subject: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "seq", b"seq", "subject", b"subject"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConsoleDeleteMemoryResponse: _TypeAlias = ConsoleDeleteMemoryResponse  # noqa: Y015

@@ -57,6 +57,9 @@ class ConsoleAdminServiceStub:
     PreviewInstall: _grpc.UnaryUnaryMultiCallable[_console_admin_pb2.PreviewInstallRequest, _console_admin_pb2.PreviewInstallResponse]
     InstallPlugin: _grpc.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleInstallRequest, _plugin_install_pb2.InstallPluginResponse]
     SetTrust: _grpc.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleSetTrustRequest, _core_pb2.SetTrustResponse]
+    ConsoleListMemory: _grpc.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleListMemoryRequest, _console_admin_pb2.ConsoleListMemoryResponse]
+    """memory18"""
+    ConsoleDeleteMemory: _grpc.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleDeleteMemoryRequest, _console_admin_pb2.ConsoleDeleteMemoryResponse]
 
 @_typing.type_check_only
 class ConsoleAdminServiceAsyncStub(ConsoleAdminServiceStub):
@@ -73,6 +76,9 @@ class ConsoleAdminServiceAsyncStub(ConsoleAdminServiceStub):
     PreviewInstall: _aio.UnaryUnaryMultiCallable[_console_admin_pb2.PreviewInstallRequest, _console_admin_pb2.PreviewInstallResponse]  # type: ignore[assignment]
     InstallPlugin: _aio.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleInstallRequest, _plugin_install_pb2.InstallPluginResponse]  # type: ignore[assignment]
     SetTrust: _aio.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleSetTrustRequest, _core_pb2.SetTrustResponse]  # type: ignore[assignment]
+    ConsoleListMemory: _aio.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleListMemoryRequest, _console_admin_pb2.ConsoleListMemoryResponse]  # type: ignore[assignment]
+    """memory18"""
+    ConsoleDeleteMemory: _aio.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleDeleteMemoryRequest, _console_admin_pb2.ConsoleDeleteMemoryResponse]  # type: ignore[assignment]
 
 class ConsoleAdminServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -158,5 +164,20 @@ class ConsoleAdminServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _console_admin_pb2.ConsoleSetTrustRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_core_pb2.SetTrustResponse, _abc.Awaitable[_core_pb2.SetTrustResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ConsoleListMemory(
+        self,
+        request: _console_admin_pb2.ConsoleListMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_console_admin_pb2.ConsoleListMemoryResponse, _abc.Awaitable[_console_admin_pb2.ConsoleListMemoryResponse]]:
+        """memory18"""
+
+    @_abc_1.abstractmethod
+    def ConsoleDeleteMemory(
+        self,
+        request: _console_admin_pb2.ConsoleDeleteMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_console_admin_pb2.ConsoleDeleteMemoryResponse, _abc.Awaitable[_console_admin_pb2.ConsoleDeleteMemoryResponse]]: ...
 
 def add_ConsoleAdminServiceServicer_to_server(servicer: ConsoleAdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -14,6 +14,7 @@ SetTrust (as ``naga trust set``), WeChat through the channel.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import urllib.parse
 
@@ -49,6 +50,7 @@ from naga_core.daemon._policy import GATEWAY
 from naga_core.daemon._rundir import RunDir
 from naga_core.daemon._session_meta import SessionMeta, check_title
 from naga_core.daemon._wechat_service import WechatServicer, check_bind
+from naga_core.memory import check_subject
 from naga_core.plugins import code_hash, consent, read_manifest, unpack
 
 SERVICE = "naga.v1.ConsoleAdminService"
@@ -56,6 +58,7 @@ _PLUGIN_WAIT_MS = 20_000
 #: The console session credential's longest form (the cookie's value).
 _MAX_SESSION_CHARS = 256
 _LOCAL = "local"
+_MEMORY_ID = re.compile(r"mi-[0-9a-f]{16}")
 
 
 def _session_field(value: str) -> None:
@@ -122,6 +125,22 @@ def check_wechat_bind(req: capb.ConsoleWechatBindRequest) -> None:
 
 def check_wechat_list(req: capb.ConsoleWechatListRequest) -> None:
     _session_field(req.console_session)
+
+
+def check_list_memory(req: capb.ConsoleListMemoryRequest) -> None:
+    _session_field(req.console_session)
+    if req.subject:
+        why = check_subject(req.subject)
+        if why is not None:
+            raise RequestRefused.invalid(why)
+
+
+def check_delete_memory(req: capb.ConsoleDeleteMemoryRequest) -> None:
+    _session_field(req.console_session)
+    if not _MEMORY_ID.fullmatch(req.id):
+        raise RequestRefused.invalid(
+            f"id: {_checks.shown(req.id[:40])} is not a memory id (like mi-0123456789abcdef)"
+        )
 
 
 def _source(value: str) -> None:
@@ -205,6 +224,18 @@ class ConsoleAdminServicer:
             ),
             AsyncUnary("InstallPlugin", capb.ConsoleInstallRequest, self.install, check_install),
             Unary("SetTrust", capb.ConsoleSetTrustRequest, self.set_trust, check_trust),
+            Unary(
+                "ConsoleListMemory",
+                capb.ConsoleListMemoryRequest,
+                self.list_memory,
+                check_list_memory,
+            ),
+            Unary(
+                "ConsoleDeleteMemory",
+                capb.ConsoleDeleteMemoryRequest,
+                self.delete_memory,
+                check_delete_memory,
+            ),
         ]
 
     def _owner(self, p: Principal, console_session: str) -> Principal:
@@ -373,6 +404,26 @@ class ConsoleAdminServicer:
         change.CopyFrom(req.change)
         change.by_owner = True
         return self._kernel.set_trust(owner, change)
+
+    # --- memory (memory18, docs/adr/0045-console-memory-delete.md) -------------------------
+
+    def list_memory(
+        self, p: Principal, req: capb.ConsoleListMemoryRequest
+    ) -> capb.ConsoleListMemoryResponse:
+        self._owner(p, req.console_session)
+        store = self._agent.memory.store
+        return capb.ConsoleListMemoryResponse(
+            items=[i.to_proto() for i in store.items(req.subject)],
+            subjects=[s for s in store.subjects() if store.items(s)],
+        )
+
+    def delete_memory(
+        self, p: Principal, req: capb.ConsoleDeleteMemoryRequest
+    ) -> capb.ConsoleDeleteMemoryResponse:
+        self._owner(p, req.console_session)
+        store, core = self._agent.memory.store, self._core
+        seq, item = core.write(lambda: store.delete(core.kernel, req.id))
+        return capb.ConsoleDeleteMemoryResponse(seq=seq, id=item.id, subject=item.subject)
 
     # --- WeChat --------------------------------------------------------------------------------
 

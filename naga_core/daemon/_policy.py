@@ -239,6 +239,9 @@ POLICY: Mapping[str, Rule] = {
     # Raising a peer's trust is the owner's (INV-6): the handler admits the
     # gateway only with the owner's console session, then acts as the owner.
     _ADMIN + "SetTrust": _OWNER_OR_CONSOLE,
+    # Memory browsed and one item deleted (docs/adr/0045-console-memory-delete.md).
+    _ADMIN + "ConsoleListMemory": _OWNER_OR_CONSOLE,
+    _ADMIN + "ConsoleDeleteMemory": _OWNER_OR_CONSOLE,
 }
 
 #: Record kinds a Subscribe stream shows each token role (None: every kind).
