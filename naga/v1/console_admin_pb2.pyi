@@ -124,6 +124,8 @@ class SessionChangeResponse(_message.Message):
     SESSION_FIELD_NUMBER: _builtins.int
     TITLE_FIELD_NUMBER: _builtins.int
     ARCHIVED_FIELD_NUMBER: _builtins.int
+    DISTILL_SEQ_FIELD_NUMBER: _builtins.int
+    DISTILL_OUTCOME_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """The ledger entry of the change (a kernel registration that rollback
     undoes); absent when nothing changed.
@@ -131,6 +133,13 @@ class SessionChangeResponse(_message.Message):
     session: _builtins.str
     title: _builtins.str
     archived: _builtins.bool
+    distill_seq: _builtins.int
+    """memory18: archiving a session ends it, and ends with its distillation
+    (docs/design/memory.md): the `memory.distill` record's seq (absent when
+    none ran: unarchived, unchanged, or no message to distil) and its
+    outcome in words ("nothing worth remembering", "1 kept, 0 refused").
+    """
+    distill_outcome: _builtins.str
     def __init__(
         self,
         *,
@@ -138,13 +147,20 @@ class SessionChangeResponse(_message.Message):
         session: _builtins.str = ...,
         title: _builtins.str = ...,
         archived: _builtins.bool = ...,
+        distill_seq: _builtins.int | None = ...,
+        distill_outcome: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_seq", b"_seq", "seq", b"seq"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_distill_seq", b"_distill_seq", "_seq", b"_seq", "distill_seq", b"distill_seq", "seq", b"seq"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seq", b"_seq", "archived", b"archived", "seq", b"seq", "session", b"session", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_distill_seq", b"_distill_seq", "_seq", b"_seq", "archived", b"archived", "distill_outcome", b"distill_outcome", "distill_seq", b"distill_seq", "seq", b"seq", "session", b"session", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__distill_seq: _TypeAlias = _typing.Literal["distill_seq"]  # noqa: Y015
+    _WhichOneofArgType__distill_seq: _TypeAlias = _typing.Literal["_distill_seq", b"_distill_seq"]  # noqa: Y015
     _WhichOneofReturnType__seq: _TypeAlias = _typing.Literal["seq"]  # noqa: Y015
     _WhichOneofArgType__seq: _TypeAlias = _typing.Literal["_seq", b"_seq"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__distill_seq) -> _WhichOneofReturnType__distill_seq | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__seq) -> _WhichOneofReturnType__seq | None: ...
 
 Global___SessionChangeResponse: _TypeAlias = SessionChangeResponse  # noqa: Y015

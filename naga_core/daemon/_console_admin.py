@@ -32,7 +32,7 @@ from naga_core._providers import (
     ProvidersFileError,
     providers_path,
 )
-from naga_core.agent import SESSION, Agent
+from naga_core.agent import SESSION, Agent, AgentError, distill
 from naga_core.daemon import _checks, _core_log
 from naga_core.daemon._auth import Principal
 from naga_core.daemon._bridge import AsyncUnary, Method, Unary
@@ -202,7 +202,7 @@ class ConsoleAdminServicer:
     def methods(self) -> list[Method]:
         return [
             Unary("RenameSession", capb.RenameSessionRequest, self.rename, check_rename),
-            Unary("ArchiveSession", capb.ArchiveSessionRequest, self.archive, check_archive),
+            AsyncUnary("ArchiveSession", capb.ArchiveSessionRequest, self.archive, check_archive),
             AsyncUnary("ReadLog", capb.ReadLogRequest, self.read_log, check_log),
             Unary("ChangeSetting", capb.ChangeSettingRequest, self.change_setting, check_change),
             AsyncUnary(
@@ -278,11 +278,34 @@ class ConsoleAdminServicer:
         seq = self._meta.rename(req.session, check_title(req.title))
         return self._session_answer(req.session, seq)
 
-    def archive(self, p: Principal, req: capb.ArchiveSessionRequest) -> capb.SessionChangeResponse:
+    async def archive(
+        self, p: Principal, req: capb.ArchiveSessionRequest
+    ) -> capb.SessionChangeResponse:
         self._owner(p, req.console_session)
         self._known(req.session)
         seq = self._meta.archive(req.session, req.archived)
-        return self._session_answer(req.session, seq)
+        out = self._session_answer(req.session, seq)
+        if seq is not None and req.archived:
+            # Archiving ends the session: its end-of-session distillation
+            # (one model call; "nothing" is an answer), trust-gated and
+            # linted as a write by its peer, recorded as memory.distill. A
+            # failure is the distillation's outcome, never the archive's.
+            agent = self._agent
+            try:
+                session = await agent.session(req.session)
+                done = await distill(
+                    agent.core,
+                    agent.workers,
+                    agent.memory.store,
+                    req.session,
+                    list(session.entries),
+                )
+            except AgentError as exc:
+                out.distill_outcome = f"not distilled: {exc}"
+            else:
+                out.distill_seq = done.seq
+                out.distill_outcome = done.outcome
+        return out
 
     # --- the log -------------------------------------------------------------------------
 
