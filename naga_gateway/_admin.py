@@ -42,6 +42,9 @@ def _session_change(resp: capb.SessionChangeResponse) -> dict[str, Any]:
         "title": resp.title,
         "archived": resp.archived,
         "seq": resp.seq if resp.HasField("seq") else None,
+        # Archiving ends a session with its distillation (memory18).
+        "distill_seq": resp.distill_seq if resp.HasField("distill_seq") else None,
+        "distill_outcome": resp.distill_outcome,
     }
 
 
@@ -184,6 +187,37 @@ async def set_trust(core: CorePort, cred: str, params: p.TrustParams) -> dict[st
     return {"peer": row, "seq": resp.seq if resp.HasField("seq") else None}
 
 
+_MEMORY_LAYERS = {1: "episodic", 2: "semantic"}
+
+
+async def memory(core: CorePort, cred: str, params: p.MemoryListParams) -> dict[str, Any]:
+    req = capb.ConsoleListMemoryRequest(console_session=cred, subject=params.subject)
+    resp = await core.admin("ConsoleListMemory", req, capb.ConsoleListMemoryResponse)
+    return {
+        "items": [
+            {
+                "id": i.id,
+                "subject": i.subject,
+                "layer": _MEMORY_LAYERS.get(i.layer, ""),
+                "text": i.text,
+                "forgotten": i.forgotten,
+                "session": i.session,
+                "writer_trust": i.writer_trust,
+                "created_ns": i.created_ns,
+                "seq": i.seq,
+            }
+            for i in resp.items
+        ],
+        "subjects": list(resp.subjects),
+    }
+
+
+async def delete_memory(core: CorePort, cred: str, params: p.MemoryDeleteParams) -> dict[str, Any]:
+    req = capb.ConsoleDeleteMemoryRequest(console_session=cred, id=params.id)
+    resp = await core.admin("ConsoleDeleteMemory", req, capb.ConsoleDeleteMemoryResponse)
+    return {"id": resp.id, "subject": resp.subject, "seq": resp.seq}
+
+
 def qr_rows(url: str) -> list[str]:
     """The QR code of ``url`` as rows of ``0``/``1`` (dark), drawn by segno
     as ``naga wechat bind`` draws it; the page paints the cells."""
@@ -229,6 +263,8 @@ async def wechat_list(core: CorePort, cred: str, _params: p.NoParams) -> dict[st
 
 __all__ = [
     "archive",
+    "delete_memory",
+    "memory",
     "install",
     "preview_install",
     "log",

@@ -590,6 +590,11 @@ class Session:
 
     async def _m_skill_log(self, params: p.SkillParams) -> dict[str, Any]:
         return await _skills.skill_log(self._core, self._admin("read the skills"), params)
+    async def _m_memory(self, params: p.MemoryListParams) -> dict[str, Any]:
+        return await _admin.memory(self._core, self._admin("read memory"), params)
+
+    async def _m_memory_delete(self, params: p.MemoryDeleteParams) -> dict[str, Any]:
+        return await _admin.delete_memory(self._core, self._admin("delete memory"), params)
 
     HANDLERS: ClassVar[dict[str, Handler]] = {
         "connect": _m_connect,
@@ -621,6 +626,8 @@ class Session:
         "skills": _m_skills,
         "skill.show": _m_skill_show,
         "skill.log": _m_skill_log,
+        "memory": _m_memory,
+        "memory.delete": _m_memory_delete,
     }
 
 

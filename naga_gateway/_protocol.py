@@ -182,6 +182,13 @@ class SkillParams(_Strict):
     scope: Annotated[str, Field(max_length=300)] = ""
     #: A version (hex, or a unique prefix); "" the current one.
     version: Annotated[str, Field(max_length=64, pattern=r"^[0-9a-f]*$")] = ""
+class MemoryListParams(_Strict):
+    #: A subject (a peer id); "" for every subject's items. The core checks it.
+    subject: Annotated[str, Field(max_length=200)] = ""
+
+
+class MemoryDeleteParams(_Strict):
+    id: Annotated[str, Field(pattern=r"^mi-[0-9a-f]{16}$")]
 
 
 #: method -> the model of its params.
@@ -218,6 +225,9 @@ METHODS: dict[str, type[_Strict]] = {
     "skills": SkillListParams,
     "skill.show": SkillParams,
     "skill.log": SkillParams,
+    # Memory browsed and deleted (docs/adr/0045-console-memory-delete.md).
+    "memory": MemoryListParams,
+    "memory.delete": MemoryDeleteParams,
 }
 
 

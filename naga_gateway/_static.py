@@ -24,6 +24,7 @@ FILES = {
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/admin.js": ("admin.js", "text/javascript; charset=utf-8"),
     "/skills.js": ("skills.js", "text/javascript; charset=utf-8"),
+    "/memory.js": ("memory.js", "text/javascript; charset=utf-8"),
     "/app.css": ("app.css", "text/css; charset=utf-8"),
     # Named by the page, so the browser asks for no /favicon.ico (a 404).
     "/favicon.svg": ("favicon.svg", "image/svg+xml"),

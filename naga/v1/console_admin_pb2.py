@@ -23,65 +23,74 @@ _sym_db = _symbol_database.Default()
 
 
 from naga.v1 import core_pb2 as naga_dot_v1_dot_core__pb2
+from naga.v1 import memory_pb2 as naga_dot_v1_dot_memory__pb2
 from naga.v1 import plugin_install_pb2 as naga_dot_v1_dot_plugin__install__pb2
 from naga.v1 import plugin_service_pb2 as naga_dot_v1_dot_plugin__service__pb2
 from naga.v1 import skills_pb2 as naga_dot_v1_dot_skills__pb2
 from naga.v1 import wechat_pb2 as naga_dot_v1_dot_wechat__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bnaga/v1/console_admin.proto\x12\x07naga.v1\x1a\x12naga/v1/core.proto\x1a\x1cnaga/v1/plugin_install.proto\x1a\x1cnaga/v1/plugin_service.proto\x1a\x14naga/v1/skills.proto\x1a\x14naga/v1/wechat.proto\"O\n\x14RenameSessionRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12\x0f\n\x07session\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\"S\n\x15\x41rchiveSessionRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12\x0f\n\x07session\x18\x02 \x01(\t\x12\x10\n\x08\x61rchived\x18\x03 \x01(\x08\"c\n\x15SessionChangeResponse\x12\x10\n\x03seq\x18\x01 \x01(\x04H\x00\x88\x01\x01\x12\x0f\n\x07session\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x10\n\x08\x61rchived\x18\x04 \x01(\x08\x42\x06\n\x04_seq\"\x91\x01\n\x0eReadLogRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12$\n\tmin_level\x18\x02 \x01(\x0e\x32\x11.naga.v1.LogLevel\x12\x11\n\tcomponent\x18\x03 \x01(\t\x12\x13\n\x06\x62\x65\x66ore\x18\x04 \x01(\x04H\x00\x88\x01\x01\x12\r\n\x05limit\x18\x05 \x01(\rB\t\n\x07_before\"m\n\x07LogLine\x12\x0e\n\x06number\x18\x01 \x01(\x04\x12\x0c\n\x04time\x18\x02 \x01(\t\x12 \n\x05level\x18\x03 \x01(\x0e\x32\x11.naga.v1.LogLevel\x12\x11\n\tcomponent\x18\x04 \x01(\t\x12\x0f\n\x07message\x18\x05 \x01(\t\"x\n\x0fReadLogResponse\x12\x1f\n\x05lines\x18\x01 \x03(\x0b\x32\x10.naga.v1.LogLine\x12\x0c\n\x04more\x18\x02 \x01(\x08\x12\x13\n\x0bnext_before\x18\x03 \x01(\x04\x12\r\n\x05total\x18\x04 \x01(\x04\x12\x12\n\ncomponents\x18\x05 \x03(\t\"[\n\x14\x43hangeSettingRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12*\n\x06\x63hange\x18\x02 \x01(\x0b\x32\x1a.naga.v1.SetSettingRequest\"Q\n\x17SetPluginEnabledRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07\x65nabled\x18\x03 \x01(\x08\"P\n\x18SetPluginEnabledResponse\x12#\n\x06plugin\x18\x01 \x01(\x0b\x32\x13.naga.v1.PluginInfo\x12\x0f\n\x07\x63hanged\x18\x02 \x01(\x08\"/\n\x14ListProvidersRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\"\x94\x01\n\x0cProviderInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0b\n\x03\x61pi\x18\x02 \x01(\t\x12\x0c\n\x04host\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x14\n\x0c\x66ile_default\x18\x05 \x01(\x08\x12\x0e\n\x06in_use\x18\x06 \x01(\x08\x12\x16\n\x0e\x63ontext_window\x18\x07 \x01(\r\x12\x0e\n\x06vision\x18\x32 \x01(\x08\"\x84\x01\n\x15ListProvidersResponse\x12(\n\tproviders\x18\x01 \x03(\x0b\x32\x15.naga.v1.ProviderInfo\x12\x0f\n\x07problem\x18\x02 \x01(\t\x12\x0f\n\x07setting\x18\x03 \x01(\t\x12\x0e\n\x06in_use\x18\x04 \x01(\t\x12\x0f\n\x07no_file\x18\x05 \x01(\x08\"B\n\x19SetDefaultProviderRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"]\n\x18\x43onsoleWechatBindRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12(\n\x04\x62ind\x18\x02 \x01(\x0b\x32\x1a.naga.v1.WechatBindRequest\"3\n\x18\x43onsoleWechatListRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\"@\n\x15PreviewInstallRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12\x0e\n\x06source\x18\x02 \x01(\t\"[\n\x16PreviewInstallResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x11\n\tcode_hash\x18\x03 \x01(\t\x12\x0f\n\x07\x63onsent\x18\x04 \x03(\t\"S\n\x15\x43onsoleInstallRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12\x0e\n\x06source\x18\x02 \x01(\t\x12\x11\n\tcode_hash\x18\x03 \x01(\t\"[\n\x16\x43onsoleSetTrustRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12(\n\x06\x63hange\x18\x02 \x01(\x0b\x32\x18.naga.v1.SetTrustRequest\"]\n\x18\x43onsoleListSkillsRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12(\n\x04list\x18\x02 \x01(\x0b\x32\x1a.naga.v1.ListSkillsRequest\"[\n\x17\x43onsoleShowSkillRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12\'\n\x04show\x18\x02 \x01(\x0b\x32\x19.naga.v1.ShowSkillRequest\"X\n\x16\x43onsoleSkillLogRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12%\n\x03log\x18\x02 \x01(\x0b\x32\x18.naga.v1.SkillLogRequest*\x92\x01\n\x08LogLevel\x12\x19\n\x15LOG_LEVEL_UNSPECIFIED\x10\x00\x12\x13\n\x0fLOG_LEVEL_DEBUG\x10\x01\x12\x12\n\x0eLOG_LEVEL_INFO\x10\x02\x12\x15\n\x11LOG_LEVEL_WARNING\x10\x03\x12\x13\n\x0fLOG_LEVEL_ERROR\x10\x04\x12\x16\n\x12LOG_LEVEL_CRITICAL\x10\x05\x32\xc3\t\n\x13\x43onsoleAdminService\x12N\n\rRenameSession\x12\x1d.naga.v1.RenameSessionRequest\x1a\x1e.naga.v1.SessionChangeResponse\x12P\n\x0e\x41rchiveSession\x12\x1e.naga.v1.ArchiveSessionRequest\x1a\x1e.naga.v1.SessionChangeResponse\x12<\n\x07ReadLog\x12\x17.naga.v1.ReadLogRequest\x1a\x18.naga.v1.ReadLogResponse\x12K\n\rChangeSetting\x12\x1d.naga.v1.ChangeSettingRequest\x1a\x1b.naga.v1.SetSettingResponse\x12W\n\x10SetPluginEnabled\x12 .naga.v1.SetPluginEnabledRequest\x1a!.naga.v1.SetPluginEnabledResponse\x12N\n\rListProviders\x12\x1d.naga.v1.ListProvidersRequest\x1a\x1e.naga.v1.ListProvidersResponse\x12X\n\x12SetDefaultProvider\x12\".naga.v1.SetDefaultProviderRequest\x1a\x1e.naga.v1.ListProvidersResponse\x12L\n\nWechatBind\x12!.naga.v1.ConsoleWechatBindRequest\x1a\x1b.naga.v1.WechatBindResponse\x12L\n\nWechatList\x12!.naga.v1.ConsoleWechatListRequest\x1a\x1b.naga.v1.WechatListResponse\x12Q\n\x0ePreviewInstall\x12\x1e.naga.v1.PreviewInstallRequest\x1a\x1f.naga.v1.PreviewInstallResponse\x12O\n\rInstallPlugin\x12\x1e.naga.v1.ConsoleInstallRequest\x1a\x1e.naga.v1.InstallPluginResponse\x12\x46\n\x08SetTrust\x12\x1f.naga.v1.ConsoleSetTrustRequest\x1a\x19.naga.v1.SetTrustResponse\x12S\n\x11\x43onsoleListSkills\x12!.naga.v1.ConsoleListSkillsRequest\x1a\x1b.naga.v1.ListSkillsResponse\x12P\n\x10\x43onsoleShowSkill\x12 .naga.v1.ConsoleShowSkillRequest\x1a\x1a.naga.v1.ShowSkillResponse\x12M\n\x0f\x43onsoleSkillLog\x12\x1f.naga.v1.ConsoleSkillLogRequest\x1a\x19.naga.v1.SkillLogResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bnaga/v1/console_admin.proto\x12\x07naga.v1\x1a\x12naga/v1/core.proto\x1a\x14naga/v1/memory.proto\x1a\x1cnaga/v1/plugin_install.proto\x1a\x1cnaga/v1/plugin_service.proto\x1a\x14naga/v1/skills.proto\x1a\x14naga/v1/wechat.proto\"O\n\x14RenameSessionRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12\x0f\n\x07session\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\"S\n\x15\x41rchiveSessionRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12\x0f\n\x07session\x18\x02 \x01(\t\x12\x10\n\x08\x61rchived\x18\x03 \x01(\x08\"\xa6\x01\n\x15SessionChangeResponse\x12\x10\n\x03seq\x18\x01 \x01(\x04H\x00\x88\x01\x01\x12\x0f\n\x07session\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x10\n\x08\x61rchived\x18\x04 \x01(\x08\x12\x18\n\x0b\x64istill_seq\x18\x1e \x01(\x03H\x01\x88\x01\x01\x12\x17\n\x0f\x64istill_outcome\x18\x1f \x01(\tB\x06\n\x04_seqB\x0e\n\x0c_distill_seq\"\x91\x01\n\x0eReadLogRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12$\n\tmin_level\x18\x02 \x01(\x0e\x32\x11.naga.v1.LogLevel\x12\x11\n\tcomponent\x18\x03 \x01(\t\x12\x13\n\x06\x62\x65\x66ore\x18\x04 \x01(\x04H\x00\x88\x01\x01\x12\r\n\x05limit\x18\x05 \x01(\rB\t\n\x07_before\"m\n\x07LogLine\x12\x0e\n\x06number\x18\x01 \x01(\x04\x12\x0c\n\x04time\x18\x02 \x01(\t\x12 \n\x05level\x18\x03 \x01(\x0e\x32\x11.naga.v1.LogLevel\x12\x11\n\tcomponent\x18\x04 \x01(\t\x12\x0f\n\x07message\x18\x05 \x01(\t\"x\n\x0fReadLogResponse\x12\x1f\n\x05lines\x18\x01 \x03(\x0b\x32\x10.naga.v1.LogLine\x12\x0c\n\x04more\x18\x02 \x01(\x08\x12\x13\n\x0bnext_before\x18\x03 \x01(\x04\x12\r\n\x05total\x18\x04 \x01(\x04\x12\x12\n\ncomponents\x18\x05 \x03(\t\"[\n\x14\x43hangeSettingRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12*\n\x06\x63hange\x18\x02 \x01(\x0b\x32\x1a.naga.v1.SetSettingRequest\"Q\n\x17SetPluginEnabledRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07\x65nabled\x18\x03 \x01(\x08\"P\n\x18SetPluginEnabledResponse\x12#\n\x06plugin\x18\x01 \x01(\x0b\x32\x13.naga.v1.PluginInfo\x12\x0f\n\x07\x63hanged\x18\x02 \x01(\x08\"/\n\x14ListProvidersRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\"\x94\x01\n\x0cProviderInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0b\n\x03\x61pi\x18\x02 \x01(\t\x12\x0c\n\x04host\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x14\n\x0c\x66ile_default\x18\x05 \x01(\x08\x12\x0e\n\x06in_use\x18\x06 \x01(\x08\x12\x16\n\x0e\x63ontext_window\x18\x07 \x01(\r\x12\x0e\n\x06vision\x18\x32 \x01(\x08\"\x84\x01\n\x15ListProvidersResponse\x12(\n\tproviders\x18\x01 \x03(\x0b\x32\x15.naga.v1.ProviderInfo\x12\x0f\n\x07problem\x18\x02 \x01(\t\x12\x0f\n\x07setting\x18\x03 \x01(\t\x12\x0e\n\x06in_use\x18\x04 \x01(\t\x12\x0f\n\x07no_file\x18\x05 \x01(\x08\"B\n\x19SetDefaultProviderRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"]\n\x18\x43onsoleWechatBindRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12(\n\x04\x62ind\x18\x02 \x01(\x0b\x32\x1a.naga.v1.WechatBindRequest\"3\n\x18\x43onsoleWechatListRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\"@\n\x15PreviewInstallRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12\x0e\n\x06source\x18\x02 \x01(\t\"[\n\x16PreviewInstallResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x11\n\tcode_hash\x18\x03 \x01(\t\x12\x0f\n\x07\x63onsent\x18\x04 \x03(\t\"S\n\x15\x43onsoleInstallRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12\x0e\n\x06source\x18\x02 \x01(\t\x12\x11\n\tcode_hash\x18\x03 \x01(\t\"[\n\x16\x43onsoleSetTrustRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12(\n\x06\x63hange\x18\x02 \x01(\x0b\x32\x18.naga.v1.SetTrustRequest\"]\n\x18\x43onsoleListSkillsRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12(\n\x04list\x18\x02 \x01(\x0b\x32\x1a.naga.v1.ListSkillsRequest\"[\n\x17\x43onsoleShowSkillRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12\'\n\x04show\x18\x02 \x01(\x0b\x32\x19.naga.v1.ShowSkillRequest\"X\n\x16\x43onsoleSkillLogRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12%\n\x03log\x18\x02 \x01(\x0b\x32\x18.naga.v1.SkillLogRequest\"D\n\x18\x43onsoleListMemoryRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12\x0f\n\x07subject\x18\x02 \x01(\t\"Q\n\x19\x43onsoleListMemoryResponse\x12\"\n\x05items\x18\x01 \x03(\x0b\x32\x13.naga.v1.MemoryItem\x12\x10\n\x08subjects\x18\x02 \x03(\t\"A\n\x1a\x43onsoleDeleteMemoryRequest\x12\x17\n\x0f\x63onsole_session\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"G\n\x1b\x43onsoleDeleteMemoryResponse\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0f\n\x07subject\x18\x03 \x01(\t*\x92\x01\n\x08LogLevel\x12\x19\n\x15LOG_LEVEL_UNSPECIFIED\x10\x00\x12\x13\n\x0fLOG_LEVEL_DEBUG\x10\x01\x12\x12\n\x0eLOG_LEVEL_INFO\x10\x02\x12\x15\n\x11LOG_LEVEL_WARNING\x10\x03\x12\x13\n\x0fLOG_LEVEL_ERROR\x10\x04\x12\x16\n\x12LOG_LEVEL_CRITICAL\x10\x05\x32\x81\x0b\n\x13\x43onsoleAdminService\x12N\n\rRenameSession\x12\x1d.naga.v1.RenameSessionRequest\x1a\x1e.naga.v1.SessionChangeResponse\x12P\n\x0e\x41rchiveSession\x12\x1e.naga.v1.ArchiveSessionRequest\x1a\x1e.naga.v1.SessionChangeResponse\x12<\n\x07ReadLog\x12\x17.naga.v1.ReadLogRequest\x1a\x18.naga.v1.ReadLogResponse\x12K\n\rChangeSetting\x12\x1d.naga.v1.ChangeSettingRequest\x1a\x1b.naga.v1.SetSettingResponse\x12W\n\x10SetPluginEnabled\x12 .naga.v1.SetPluginEnabledRequest\x1a!.naga.v1.SetPluginEnabledResponse\x12N\n\rListProviders\x12\x1d.naga.v1.ListProvidersRequest\x1a\x1e.naga.v1.ListProvidersResponse\x12X\n\x12SetDefaultProvider\x12\".naga.v1.SetDefaultProviderRequest\x1a\x1e.naga.v1.ListProvidersResponse\x12L\n\nWechatBind\x12!.naga.v1.ConsoleWechatBindRequest\x1a\x1b.naga.v1.WechatBindResponse\x12L\n\nWechatList\x12!.naga.v1.ConsoleWechatListRequest\x1a\x1b.naga.v1.WechatListResponse\x12Q\n\x0ePreviewInstall\x12\x1e.naga.v1.PreviewInstallRequest\x1a\x1f.naga.v1.PreviewInstallResponse\x12O\n\rInstallPlugin\x12\x1e.naga.v1.ConsoleInstallRequest\x1a\x1e.naga.v1.InstallPluginResponse\x12\x46\n\x08SetTrust\x12\x1f.naga.v1.ConsoleSetTrustRequest\x1a\x19.naga.v1.SetTrustResponse\x12S\n\x11\x43onsoleListSkills\x12!.naga.v1.ConsoleListSkillsRequest\x1a\x1b.naga.v1.ListSkillsResponse\x12P\n\x10\x43onsoleShowSkill\x12 .naga.v1.ConsoleShowSkillRequest\x1a\x1a.naga.v1.ShowSkillResponse\x12M\n\x0f\x43onsoleSkillLog\x12\x1f.naga.v1.ConsoleSkillLogRequest\x1a\x19.naga.v1.SkillLogResponse\x12Z\n\x11\x43onsoleListMemory\x12!.naga.v1.ConsoleListMemoryRequest\x1a\".naga.v1.ConsoleListMemoryResponse\x12`\n\x13\x43onsoleDeleteMemory\x12#.naga.v1.ConsoleDeleteMemoryRequest\x1a$.naga.v1.ConsoleDeleteMemoryResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'naga.v1.console_admin_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_LOGLEVEL']._serialized_start=2237
-  _globals['_LOGLEVEL']._serialized_end=2383
-  _globals['_RENAMESESSIONREQUEST']._serialized_start=164
-  _globals['_RENAMESESSIONREQUEST']._serialized_end=243
-  _globals['_ARCHIVESESSIONREQUEST']._serialized_start=245
-  _globals['_ARCHIVESESSIONREQUEST']._serialized_end=328
-  _globals['_SESSIONCHANGERESPONSE']._serialized_start=330
-  _globals['_SESSIONCHANGERESPONSE']._serialized_end=429
-  _globals['_READLOGREQUEST']._serialized_start=432
-  _globals['_READLOGREQUEST']._serialized_end=577
-  _globals['_LOGLINE']._serialized_start=579
-  _globals['_LOGLINE']._serialized_end=688
-  _globals['_READLOGRESPONSE']._serialized_start=690
-  _globals['_READLOGRESPONSE']._serialized_end=810
-  _globals['_CHANGESETTINGREQUEST']._serialized_start=812
-  _globals['_CHANGESETTINGREQUEST']._serialized_end=903
-  _globals['_SETPLUGINENABLEDREQUEST']._serialized_start=905
-  _globals['_SETPLUGINENABLEDREQUEST']._serialized_end=986
-  _globals['_SETPLUGINENABLEDRESPONSE']._serialized_start=988
-  _globals['_SETPLUGINENABLEDRESPONSE']._serialized_end=1068
-  _globals['_LISTPROVIDERSREQUEST']._serialized_start=1070
-  _globals['_LISTPROVIDERSREQUEST']._serialized_end=1117
-  _globals['_PROVIDERINFO']._serialized_start=1120
-  _globals['_PROVIDERINFO']._serialized_end=1268
-  _globals['_LISTPROVIDERSRESPONSE']._serialized_start=1271
-  _globals['_LISTPROVIDERSRESPONSE']._serialized_end=1403
-  _globals['_SETDEFAULTPROVIDERREQUEST']._serialized_start=1405
-  _globals['_SETDEFAULTPROVIDERREQUEST']._serialized_end=1471
-  _globals['_CONSOLEWECHATBINDREQUEST']._serialized_start=1473
-  _globals['_CONSOLEWECHATBINDREQUEST']._serialized_end=1566
-  _globals['_CONSOLEWECHATLISTREQUEST']._serialized_start=1568
-  _globals['_CONSOLEWECHATLISTREQUEST']._serialized_end=1619
-  _globals['_PREVIEWINSTALLREQUEST']._serialized_start=1621
-  _globals['_PREVIEWINSTALLREQUEST']._serialized_end=1685
-  _globals['_PREVIEWINSTALLRESPONSE']._serialized_start=1687
-  _globals['_PREVIEWINSTALLRESPONSE']._serialized_end=1778
-  _globals['_CONSOLEINSTALLREQUEST']._serialized_start=1780
-  _globals['_CONSOLEINSTALLREQUEST']._serialized_end=1863
-  _globals['_CONSOLESETTRUSTREQUEST']._serialized_start=1865
-  _globals['_CONSOLESETTRUSTREQUEST']._serialized_end=1956
-  _globals['_CONSOLELISTSKILLSREQUEST']._serialized_start=1958
-  _globals['_CONSOLELISTSKILLSREQUEST']._serialized_end=2051
-  _globals['_CONSOLESHOWSKILLREQUEST']._serialized_start=2053
-  _globals['_CONSOLESHOWSKILLREQUEST']._serialized_end=2144
-  _globals['_CONSOLESKILLLOGREQUEST']._serialized_start=2146
-  _globals['_CONSOLESKILLLOGREQUEST']._serialized_end=2234
-  _globals['_CONSOLEADMINSERVICE']._serialized_start=2386
-  _globals['_CONSOLEADMINSERVICE']._serialized_end=3605
+  _globals['_LOGLEVEL']._serialized_start=2620
+  _globals['_LOGLEVEL']._serialized_end=2766
+  _globals['_RENAMESESSIONREQUEST']._serialized_start=186
+  _globals['_RENAMESESSIONREQUEST']._serialized_end=265
+  _globals['_ARCHIVESESSIONREQUEST']._serialized_start=267
+  _globals['_ARCHIVESESSIONREQUEST']._serialized_end=350
+  _globals['_SESSIONCHANGERESPONSE']._serialized_start=353
+  _globals['_SESSIONCHANGERESPONSE']._serialized_end=519
+  _globals['_READLOGREQUEST']._serialized_start=522
+  _globals['_READLOGREQUEST']._serialized_end=667
+  _globals['_LOGLINE']._serialized_start=669
+  _globals['_LOGLINE']._serialized_end=778
+  _globals['_READLOGRESPONSE']._serialized_start=780
+  _globals['_READLOGRESPONSE']._serialized_end=900
+  _globals['_CHANGESETTINGREQUEST']._serialized_start=902
+  _globals['_CHANGESETTINGREQUEST']._serialized_end=993
+  _globals['_SETPLUGINENABLEDREQUEST']._serialized_start=995
+  _globals['_SETPLUGINENABLEDREQUEST']._serialized_end=1076
+  _globals['_SETPLUGINENABLEDRESPONSE']._serialized_start=1078
+  _globals['_SETPLUGINENABLEDRESPONSE']._serialized_end=1158
+  _globals['_LISTPROVIDERSREQUEST']._serialized_start=1160
+  _globals['_LISTPROVIDERSREQUEST']._serialized_end=1207
+  _globals['_PROVIDERINFO']._serialized_start=1210
+  _globals['_PROVIDERINFO']._serialized_end=1358
+  _globals['_LISTPROVIDERSRESPONSE']._serialized_start=1361
+  _globals['_LISTPROVIDERSRESPONSE']._serialized_end=1493
+  _globals['_SETDEFAULTPROVIDERREQUEST']._serialized_start=1495
+  _globals['_SETDEFAULTPROVIDERREQUEST']._serialized_end=1561
+  _globals['_CONSOLEWECHATBINDREQUEST']._serialized_start=1563
+  _globals['_CONSOLEWECHATBINDREQUEST']._serialized_end=1656
+  _globals['_CONSOLEWECHATLISTREQUEST']._serialized_start=1658
+  _globals['_CONSOLEWECHATLISTREQUEST']._serialized_end=1709
+  _globals['_PREVIEWINSTALLREQUEST']._serialized_start=1711
+  _globals['_PREVIEWINSTALLREQUEST']._serialized_end=1775
+  _globals['_PREVIEWINSTALLRESPONSE']._serialized_start=1777
+  _globals['_PREVIEWINSTALLRESPONSE']._serialized_end=1868
+  _globals['_CONSOLEINSTALLREQUEST']._serialized_start=1870
+  _globals['_CONSOLEINSTALLREQUEST']._serialized_end=1953
+  _globals['_CONSOLESETTRUSTREQUEST']._serialized_start=1955
+  _globals['_CONSOLESETTRUSTREQUEST']._serialized_end=2046
+  _globals['_CONSOLELISTSKILLSREQUEST']._serialized_start=2048
+  _globals['_CONSOLELISTSKILLSREQUEST']._serialized_end=2141
+  _globals['_CONSOLESHOWSKILLREQUEST']._serialized_start=2143
+  _globals['_CONSOLESHOWSKILLREQUEST']._serialized_end=2234
+  _globals['_CONSOLESKILLLOGREQUEST']._serialized_start=2236
+  _globals['_CONSOLESKILLLOGREQUEST']._serialized_end=2324
+  _globals['_CONSOLELISTMEMORYREQUEST']._serialized_start=2326
+  _globals['_CONSOLELISTMEMORYREQUEST']._serialized_end=2394
+  _globals['_CONSOLELISTMEMORYRESPONSE']._serialized_start=2396
+  _globals['_CONSOLELISTMEMORYRESPONSE']._serialized_end=2477
+  _globals['_CONSOLEDELETEMEMORYREQUEST']._serialized_start=2479
+  _globals['_CONSOLEDELETEMEMORYREQUEST']._serialized_end=2544
+  _globals['_CONSOLEDELETEMEMORYRESPONSE']._serialized_start=2546
+  _globals['_CONSOLEDELETEMEMORYRESPONSE']._serialized_end=2617
+  _globals['_CONSOLEADMINSERVICE']._serialized_start=2769
+  _globals['_CONSOLEADMINSERVICE']._serialized_end=4178
 # @@protoc_insertion_point(module_scope)

@@ -20,6 +20,7 @@ from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from naga.v1 import core_pb2 as _core_pb2
+from naga.v1 import memory_pb2 as _memory_pb2
 from naga.v1 import plugin_service_pb2 as _plugin_service_pb2
 from naga.v1 import skills_pb2 as _skills_pb2
 from naga.v1 import wechat_pb2 as _wechat_pb2
@@ -124,6 +125,8 @@ class SessionChangeResponse(_message.Message):
     SESSION_FIELD_NUMBER: _builtins.int
     TITLE_FIELD_NUMBER: _builtins.int
     ARCHIVED_FIELD_NUMBER: _builtins.int
+    DISTILL_SEQ_FIELD_NUMBER: _builtins.int
+    DISTILL_OUTCOME_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """The ledger entry of the change (a kernel registration that rollback
     undoes); absent when nothing changed.
@@ -131,6 +134,13 @@ class SessionChangeResponse(_message.Message):
     session: _builtins.str
     title: _builtins.str
     archived: _builtins.bool
+    distill_seq: _builtins.int
+    """memory18: archiving a session ends it, and ends with its distillation
+    (docs/design/memory.md): the `memory.distill` record's seq (absent when
+    none ran: unarchived, unchanged, or no message to distil) and its
+    outcome in words ("nothing worth remembering", "1 kept, 0 refused").
+    """
+    distill_outcome: _builtins.str
     def __init__(
         self,
         *,
@@ -138,13 +148,20 @@ class SessionChangeResponse(_message.Message):
         session: _builtins.str = ...,
         title: _builtins.str = ...,
         archived: _builtins.bool = ...,
+        distill_seq: _builtins.int | None = ...,
+        distill_outcome: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_seq", b"_seq", "seq", b"seq"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_distill_seq", b"_distill_seq", "_seq", b"_seq", "distill_seq", b"distill_seq", "seq", b"seq"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seq", b"_seq", "archived", b"archived", "seq", b"seq", "session", b"session", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_distill_seq", b"_distill_seq", "_seq", b"_seq", "archived", b"archived", "distill_outcome", b"distill_outcome", "distill_seq", b"distill_seq", "seq", b"seq", "session", b"session", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__distill_seq: _TypeAlias = _typing.Literal["distill_seq"]  # noqa: Y015
+    _WhichOneofArgType__distill_seq: _TypeAlias = _typing.Literal["_distill_seq", b"_distill_seq"]  # noqa: Y015
     _WhichOneofReturnType__seq: _TypeAlias = _typing.Literal["seq"]  # noqa: Y015
     _WhichOneofArgType__seq: _TypeAlias = _typing.Literal["_seq", b"_seq"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__distill_seq) -> _WhichOneofReturnType__distill_seq | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__seq) -> _WhichOneofReturnType__seq | None: ...
 
 Global___SessionChangeResponse: _TypeAlias = SessionChangeResponse  # noqa: Y015
@@ -698,3 +715,110 @@ class ConsoleSkillLogRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ConsoleSkillLogRequest: _TypeAlias = ConsoleSkillLogRequest  # noqa: Y015
+
+@_typing.final
+class ConsoleListMemoryRequest(_message.Message):
+    """--- memory18: memory, browsed and deleted (docs/adr/0045-console-memory-delete.md) ---"""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONSOLE_SESSION_FIELD_NUMBER: _builtins.int
+    SUBJECT_FIELD_NUMBER: _builtins.int
+    console_session: _builtins.str
+    subject: _builtins.str
+    """Only this subject's items (a peer id: webchat:owner, wechat:<bot>/<user>);
+    empty: every subject's.
+    """
+    def __init__(
+        self,
+        *,
+        console_session: _builtins.str = ...,
+        subject: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["console_session", b"console_session", "subject", b"subject"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConsoleListMemoryRequest: _TypeAlias = ConsoleListMemoryRequest  # noqa: Y015
+
+@_typing.final
+class ConsoleListMemoryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ITEMS_FIELD_NUMBER: _builtins.int
+    SUBJECTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def items(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.MemoryItem]:
+        """Live items, oldest first, decrypted (a forgotten subject's: forgotten)."""
+
+    @_builtins.property
+    def subjects(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Every subject memory holds items of, for the filter's choices."""
+
+    def __init__(
+        self,
+        *,
+        items: _abc.Iterable[_memory_pb2.MemoryItem] | None = ...,
+        subjects: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["items", b"items", "subjects", b"subjects"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConsoleListMemoryResponse: _TypeAlias = ConsoleListMemoryResponse  # noqa: Y015
+
+@_typing.final
+class ConsoleDeleteMemoryRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONSOLE_SESSION_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    console_session: _builtins.str
+    id: _builtins.str
+    """The item's id (mi-<16 hex digits>)."""
+    def __init__(
+        self,
+        *,
+        console_session: _builtins.str = ...,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["console_session", b"console_session", "id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConsoleDeleteMemoryRequest: _TypeAlias = ConsoleDeleteMemoryRequest  # noqa: Y015
+
+@_typing.final
+class ConsoleDeleteMemoryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQ_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    SUBJECT_FIELD_NUMBER: _builtins.int
+    seq: _builtins.int
+    """The ledger entry of the deletion: a kernel registration that takes the
+    item out of every list, search and recall; a rollback past it brings it
+    back. Erasing for good is `naga memory forget SUBJECT`.
+    """
+    id: _builtins.str
+    subject: _builtins.str
+    def __init__(
+        self,
+        *,
+        seq: _builtins.int = ...,
+        id: _builtins.str = ...,
+        subject: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "seq", b"seq", "subject", b"subject"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConsoleDeleteMemoryResponse: _TypeAlias = ConsoleDeleteMemoryResponse  # noqa: Y015

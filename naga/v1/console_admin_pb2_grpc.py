@@ -113,6 +113,16 @@ class ConsoleAdminServiceStub:
                 request_serializer=naga_dot_v1_dot_console__admin__pb2.ConsoleSkillLogRequest.SerializeToString,
                 response_deserializer=naga_dot_v1_dot_skills__pb2.SkillLogResponse.FromString,
                 _registered_method=True)
+        self.ConsoleListMemory = channel.unary_unary(
+                '/naga.v1.ConsoleAdminService/ConsoleListMemory',
+                request_serializer=naga_dot_v1_dot_console__admin__pb2.ConsoleListMemoryRequest.SerializeToString,
+                response_deserializer=naga_dot_v1_dot_console__admin__pb2.ConsoleListMemoryResponse.FromString,
+                _registered_method=True)
+        self.ConsoleDeleteMemory = channel.unary_unary(
+                '/naga.v1.ConsoleAdminService/ConsoleDeleteMemory',
+                request_serializer=naga_dot_v1_dot_console__admin__pb2.ConsoleDeleteMemoryRequest.SerializeToString,
+                response_deserializer=naga_dot_v1_dot_console__admin__pb2.ConsoleDeleteMemoryResponse.FromString,
+                _registered_method=True)
 
 
 class ConsoleAdminServiceServicer:
@@ -209,6 +219,19 @@ class ConsoleAdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ConsoleListMemory(self, request, context):
+        """memory18
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConsoleDeleteMemory(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ConsoleAdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -286,6 +309,16 @@ def add_ConsoleAdminServiceServicer_to_server(servicer, server):
                     servicer.ConsoleSkillLog,
                     request_deserializer=naga_dot_v1_dot_console__admin__pb2.ConsoleSkillLogRequest.FromString,
                     response_serializer=naga_dot_v1_dot_skills__pb2.SkillLogResponse.SerializeToString,
+            ),
+            'ConsoleListMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsoleListMemory,
+                    request_deserializer=naga_dot_v1_dot_console__admin__pb2.ConsoleListMemoryRequest.FromString,
+                    response_serializer=naga_dot_v1_dot_console__admin__pb2.ConsoleListMemoryResponse.SerializeToString,
+            ),
+            'ConsoleDeleteMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsoleDeleteMemory,
+                    request_deserializer=naga_dot_v1_dot_console__admin__pb2.ConsoleDeleteMemoryRequest.FromString,
+                    response_serializer=naga_dot_v1_dot_console__admin__pb2.ConsoleDeleteMemoryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -693,6 +726,60 @@ class ConsoleAdminService:
             '/naga.v1.ConsoleAdminService/ConsoleSkillLog',
             naga_dot_v1_dot_console__admin__pb2.ConsoleSkillLogRequest.SerializeToString,
             naga_dot_v1_dot_skills__pb2.SkillLogResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsoleListMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/naga.v1.ConsoleAdminService/ConsoleListMemory',
+            naga_dot_v1_dot_console__admin__pb2.ConsoleListMemoryRequest.SerializeToString,
+            naga_dot_v1_dot_console__admin__pb2.ConsoleListMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsoleDeleteMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/naga.v1.ConsoleAdminService/ConsoleDeleteMemory',
+            naga_dot_v1_dot_console__admin__pb2.ConsoleDeleteMemoryRequest.SerializeToString,
+            naga_dot_v1_dot_console__admin__pb2.ConsoleDeleteMemoryResponse.FromString,
             options,
             channel_credentials,
             insecure,

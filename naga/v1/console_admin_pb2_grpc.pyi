@@ -62,6 +62,9 @@ class ConsoleAdminServiceStub:
     """skills17: the console's skills view (read-only; ADR 0044)."""
     ConsoleShowSkill: _grpc.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleShowSkillRequest, _skills_pb2.ShowSkillResponse]
     ConsoleSkillLog: _grpc.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleSkillLogRequest, _skills_pb2.SkillLogResponse]
+    ConsoleListMemory: _grpc.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleListMemoryRequest, _console_admin_pb2.ConsoleListMemoryResponse]
+    """memory18"""
+    ConsoleDeleteMemory: _grpc.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleDeleteMemoryRequest, _console_admin_pb2.ConsoleDeleteMemoryResponse]
 
 @_typing.type_check_only
 class ConsoleAdminServiceAsyncStub(ConsoleAdminServiceStub):
@@ -82,6 +85,9 @@ class ConsoleAdminServiceAsyncStub(ConsoleAdminServiceStub):
     """skills17: the console's skills view (read-only; ADR 0044)."""
     ConsoleShowSkill: _aio.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleShowSkillRequest, _skills_pb2.ShowSkillResponse]  # type: ignore[assignment]
     ConsoleSkillLog: _aio.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleSkillLogRequest, _skills_pb2.SkillLogResponse]  # type: ignore[assignment]
+    ConsoleListMemory: _aio.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleListMemoryRequest, _console_admin_pb2.ConsoleListMemoryResponse]  # type: ignore[assignment]
+    """memory18"""
+    ConsoleDeleteMemory: _aio.UnaryUnaryMultiCallable[_console_admin_pb2.ConsoleDeleteMemoryRequest, _console_admin_pb2.ConsoleDeleteMemoryResponse]  # type: ignore[assignment]
 
 class ConsoleAdminServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -189,5 +195,20 @@ class ConsoleAdminServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _console_admin_pb2.ConsoleSkillLogRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_skills_pb2.SkillLogResponse, _abc.Awaitable[_skills_pb2.SkillLogResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ConsoleListMemory(
+        self,
+        request: _console_admin_pb2.ConsoleListMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_console_admin_pb2.ConsoleListMemoryResponse, _abc.Awaitable[_console_admin_pb2.ConsoleListMemoryResponse]]:
+        """memory18"""
+
+    @_abc_1.abstractmethod
+    def ConsoleDeleteMemory(
+        self,
+        request: _console_admin_pb2.ConsoleDeleteMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_console_admin_pb2.ConsoleDeleteMemoryResponse, _abc.Awaitable[_console_admin_pb2.ConsoleDeleteMemoryResponse]]: ...
 
 def add_ConsoleAdminServiceServicer_to_server(servicer: ConsoleAdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -14,6 +14,7 @@ SetTrust (as ``naga trust set``), WeChat through the channel.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import urllib.parse
 
@@ -32,7 +33,7 @@ from naga_core._providers import (
     ProvidersFileError,
     providers_path,
 )
-from naga_core.agent import SESSION, Agent
+from naga_core.agent import SESSION, Agent, AgentError, distill
 from naga_core.daemon import _checks, _core_log
 from naga_core.daemon._auth import Principal
 from naga_core.daemon._bridge import AsyncUnary, Method, Unary
@@ -51,6 +52,7 @@ from naga_core.daemon._rundir import RunDir
 from naga_core.daemon._session_meta import SessionMeta, check_title
 from naga_core.daemon._skill_service import SkillServicer, check_list, check_named, check_show
 from naga_core.daemon._wechat_service import WechatServicer, check_bind
+from naga_core.memory import check_subject
 from naga_core.plugins import code_hash, consent, read_manifest, unpack
 
 SERVICE = "naga.v1.ConsoleAdminService"
@@ -58,6 +60,7 @@ _PLUGIN_WAIT_MS = 20_000
 #: The console session credential's longest form (the cookie's value).
 _MAX_SESSION_CHARS = 256
 _LOCAL = "local"
+_MEMORY_ID = re.compile(r"mi-[0-9a-f]{16}")
 
 
 def _session_field(value: str) -> None:
@@ -139,6 +142,20 @@ def check_skill_show(req: capb.ConsoleShowSkillRequest) -> None:
 def check_skill_log(req: capb.ConsoleSkillLogRequest) -> None:
     _session_field(req.console_session)
     check_named(req.log)
+def check_list_memory(req: capb.ConsoleListMemoryRequest) -> None:
+    _session_field(req.console_session)
+    if req.subject:
+        why = check_subject(req.subject)
+        if why is not None:
+            raise RequestRefused.invalid(why)
+
+
+def check_delete_memory(req: capb.ConsoleDeleteMemoryRequest) -> None:
+    _session_field(req.console_session)
+    if not _MEMORY_ID.fullmatch(req.id):
+        raise RequestRefused.invalid(
+            f"id: {_checks.shown(req.id[:40])} is not a memory id (like mi-0123456789abcdef)"
+        )
 
 
 def _source(value: str) -> None:
@@ -202,7 +219,7 @@ class ConsoleAdminServicer:
     def methods(self) -> list[Method]:
         return [
             Unary("RenameSession", capb.RenameSessionRequest, self.rename, check_rename),
-            Unary("ArchiveSession", capb.ArchiveSessionRequest, self.archive, check_archive),
+            AsyncUnary("ArchiveSession", capb.ArchiveSessionRequest, self.archive, check_archive),
             AsyncUnary("ReadLog", capb.ReadLogRequest, self.read_log, check_log),
             Unary("ChangeSetting", capb.ChangeSettingRequest, self.change_setting, check_change),
             AsyncUnary(
@@ -234,6 +251,17 @@ class ConsoleAdminServicer:
                 "ConsoleShowSkill", capb.ConsoleShowSkillRequest, self.show_skill, check_skill_show
             ),
             Unary("ConsoleSkillLog", capb.ConsoleSkillLogRequest, self.skill_log, check_skill_log),
+                "ConsoleListMemory",
+                capb.ConsoleListMemoryRequest,
+                self.list_memory,
+                check_list_memory,
+            ),
+            Unary(
+                "ConsoleDeleteMemory",
+                capb.ConsoleDeleteMemoryRequest,
+                self.delete_memory,
+                check_delete_memory,
+            ),
         ]
 
     def _owner(self, p: Principal, console_session: str) -> Principal:
@@ -276,11 +304,34 @@ class ConsoleAdminServicer:
         seq = self._meta.rename(req.session, check_title(req.title))
         return self._session_answer(req.session, seq)
 
-    def archive(self, p: Principal, req: capb.ArchiveSessionRequest) -> capb.SessionChangeResponse:
+    async def archive(
+        self, p: Principal, req: capb.ArchiveSessionRequest
+    ) -> capb.SessionChangeResponse:
         self._owner(p, req.console_session)
         self._known(req.session)
         seq = self._meta.archive(req.session, req.archived)
-        return self._session_answer(req.session, seq)
+        out = self._session_answer(req.session, seq)
+        if seq is not None and req.archived:
+            # Archiving ends the session: its end-of-session distillation
+            # (one model call; "nothing" is an answer), trust-gated and
+            # linted as a write by its peer, recorded as memory.distill. A
+            # failure is the distillation's outcome, never the archive's.
+            agent = self._agent
+            try:
+                session = await agent.session(req.session)
+                done = await distill(
+                    agent.core,
+                    agent.workers,
+                    agent.memory.store,
+                    req.session,
+                    list(session.entries),
+                )
+            except AgentError as exc:
+                out.distill_outcome = f"not distilled: {exc}"
+            else:
+                out.distill_seq = done.seq
+                out.distill_outcome = done.outcome
+        return out
 
     # --- the log -------------------------------------------------------------------------
 
@@ -403,6 +454,26 @@ class ConsoleAdminServicer:
         change.CopyFrom(req.change)
         change.by_owner = True
         return self._kernel.set_trust(owner, change)
+
+    # --- memory (memory18, docs/adr/0045-console-memory-delete.md) -------------------------
+
+    def list_memory(
+        self, p: Principal, req: capb.ConsoleListMemoryRequest
+    ) -> capb.ConsoleListMemoryResponse:
+        self._owner(p, req.console_session)
+        store = self._agent.memory.store
+        return capb.ConsoleListMemoryResponse(
+            items=[i.to_proto() for i in store.items(req.subject)],
+            subjects=[s for s in store.subjects() if store.items(s)],
+        )
+
+    def delete_memory(
+        self, p: Principal, req: capb.ConsoleDeleteMemoryRequest
+    ) -> capb.ConsoleDeleteMemoryResponse:
+        self._owner(p, req.console_session)
+        store, core = self._agent.memory.store, self._core
+        seq, item = core.write(lambda: store.delete(core.kernel, req.id))
+        return capb.ConsoleDeleteMemoryResponse(seq=seq, id=item.id, subject=item.subject)
 
     # --- WeChat --------------------------------------------------------------------------------
 

@@ -244,6 +244,9 @@ POLICY: Mapping[str, Rule] = {
     _ADMIN + "ConsoleListSkills": _read(GATEWAY),
     _ADMIN + "ConsoleShowSkill": _read(GATEWAY),
     _ADMIN + "ConsoleSkillLog": _read(GATEWAY),
+    # Memory browsed and one item deleted (docs/adr/0045-console-memory-delete.md).
+    _ADMIN + "ConsoleListMemory": _OWNER_OR_CONSOLE,
+    _ADMIN + "ConsoleDeleteMemory": _OWNER_OR_CONSOLE,
 }
 
 #: Record kinds a Subscribe stream shows each token role (None: every kind).

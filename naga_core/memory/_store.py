@@ -285,6 +285,23 @@ class MemoryStore:
         )
         return seq, count
 
+    def delete(self, kernel: Kernel, item_id: str) -> tuple[int, Item]:
+        """Take one live item out of every list, search and recall: its
+        liveness removed from the kernel's state (a registration, so a
+        rollback past it brings the item back; docs/adr/0045). Its
+        ciphertext stays in the ledger under its subject's key, which only
+        ``forget`` destroys: a per-item key cannot be destroyed, its
+        wrapped copy is in the append-only ledger. (seq, the item)."""
+        item = self.get(item_id)
+        seq = kernel.register(
+            LIVE,
+            item_id,
+            None,
+            description=f"memory: the {LAYER_NAMES.get(item.layer, 'semantic')} item "
+            f"{item_id} about {item.subject} deleted by the owner (written at record {item.seq})",
+        )
+        return seq, item
+
     # --- reading ------------------------------------------------------------------------
 
     def duplicate(self, subject: str, text: str) -> Item | None:

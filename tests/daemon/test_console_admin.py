@@ -81,6 +81,15 @@ CALLS: dict[str, tuple[Callable[[str], Message], type[Message]]] = {
         ),
         cpb.SetTrustResponse,
     ),
+    # memory18 (docs/adr/0045-console-memory-delete.md)
+    "ConsoleListMemory": (
+        lambda s: capb.ConsoleListMemoryRequest(console_session=s),
+        capb.ConsoleListMemoryResponse,
+    ),
+    "ConsoleDeleteMemory": (
+        lambda s: capb.ConsoleDeleteMemoryRequest(console_session=s, id="mi-" + "0" * 16),
+        capb.ConsoleDeleteMemoryResponse,
+    ),
 }
 
 
