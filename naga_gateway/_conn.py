@@ -590,6 +590,7 @@ class Session:
 
     async def _m_skill_log(self, params: p.SkillParams) -> dict[str, Any]:
         return await _skills.skill_log(self._core, self._admin("read the skills"), params)
+
     async def _m_memory(self, params: p.MemoryListParams) -> dict[str, Any]:
         return await _admin.memory(self._core, self._admin("read memory"), params)
 

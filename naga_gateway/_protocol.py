@@ -182,6 +182,8 @@ class SkillParams(_Strict):
     scope: Annotated[str, Field(max_length=300)] = ""
     #: A version (hex, or a unique prefix); "" the current one.
     version: Annotated[str, Field(max_length=64, pattern=r"^[0-9a-f]*$")] = ""
+
+
 class MemoryListParams(_Strict):
     #: A subject (a peer id); "" for every subject's items. The core checks it.
     subject: Annotated[str, Field(max_length=200)] = ""

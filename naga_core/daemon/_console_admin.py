@@ -142,6 +142,8 @@ def check_skill_show(req: capb.ConsoleShowSkillRequest) -> None:
 def check_skill_log(req: capb.ConsoleSkillLogRequest) -> None:
     _session_field(req.console_session)
     check_named(req.log)
+
+
 def check_list_memory(req: capb.ConsoleListMemoryRequest) -> None:
     _session_field(req.console_session)
     if req.subject:
@@ -251,6 +253,7 @@ class ConsoleAdminServicer:
                 "ConsoleShowSkill", capb.ConsoleShowSkillRequest, self.show_skill, check_skill_show
             ),
             Unary("ConsoleSkillLog", capb.ConsoleSkillLogRequest, self.skill_log, check_skill_log),
+            Unary(
                 "ConsoleListMemory",
                 capb.ConsoleListMemoryRequest,
                 self.list_memory,

@@ -20,6 +20,7 @@ from naga.v1 import console_admin_pb2 as capb
 from naga.v1 import console_pb2 as cnpb
 from naga.v1 import core_pb2 as cpb
 from naga.v1 import plugin_install_pb2 as ipb
+from naga.v1 import skills_pb2 as skpb
 from naga.v1 import wechat_pb2 as wpb
 from naga.v1.status_pb2 import Refusal
 from naga_core.daemon import POLICY
@@ -80,6 +81,23 @@ CALLS: dict[str, tuple[Callable[[str], Message], type[Message]]] = {
             change=cpb.SetTrustRequest(peer="wechat:bot/amy", level=cpb.TRUST_LEVEL_KNOWN),
         ),
         cpb.SetTrustResponse,
+    ),
+    # skills17 (docs/adr/0044-console-skills-view.md)
+    "ConsoleListSkills": (
+        lambda s: capb.ConsoleListSkillsRequest(console_session=s, list=skpb.ListSkillsRequest()),
+        skpb.ListSkillsResponse,
+    ),
+    "ConsoleShowSkill": (
+        lambda s: capb.ConsoleShowSkillRequest(
+            console_session=s, show=skpb.ShowSkillRequest(name="tidy-notes")
+        ),
+        skpb.ShowSkillResponse,
+    ),
+    "ConsoleSkillLog": (
+        lambda s: capb.ConsoleSkillLogRequest(
+            console_session=s, log=skpb.SkillLogRequest(name="tidy-notes")
+        ),
+        skpb.SkillLogResponse,
     ),
     # memory18 (docs/adr/0045-console-memory-delete.md)
     "ConsoleListMemory": (
