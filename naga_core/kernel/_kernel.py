@@ -124,6 +124,9 @@ class Change:
 
 #: Finds the changes that raise a privilege (e.g. trust_raises in _trust).
 Ratchet = Callable[[Sequence[Change]], Sequence[Change]]
+#: Holds for a change a rollback leaves out: what a later effect did to that
+#: key stays, like a pinned family (e.g. naga_core.authz.keeps_revocations).
+Keep = Callable[[Change], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,9 +156,15 @@ class Kernel:
     """Kernel state over one ledger. Build with :meth:`open`."""
 
     def __init__(
-        self, ledger: Ledger, actions: Actions, *, ratchets: Sequence[Ratchet] = ()
+        self,
+        ledger: Ledger,
+        actions: Actions,
+        *,
+        ratchets: Sequence[Ratchet] = (),
+        keeps: Sequence[Keep] = (),
     ) -> None:
         self._ratchets = tuple(ratchets)
+        self._keeps = tuple(keeps)
         self._ledger = ledger
         self._actions = actions
         self.state = State()
@@ -179,6 +188,7 @@ class Kernel:
         actions: Actions,
         *,
         ratchets: Sequence[Ratchet] = (),
+        keeps: Sequence[Keep] = (),
         image: snpb.KernelImage | None = None,
         image_seq: int = -1,
     ) -> Kernel:
@@ -188,7 +198,7 @@ class Kernel:
         only the records after ``image_seq`` are replayed; an image that does
         not hold together raises :class:`ImageRejected` before anything ran.
         """
-        kernel = cls(ledger, actions, ratchets=ratchets)
+        kernel = cls(ledger, actions, ratchets=ratchets, keeps=keeps)
         start = 0
         if image is not None:
             kernel._restore(image, image_seq)
@@ -600,7 +610,9 @@ class Kernel:
         changed = sorted(
             k
             for k in target.touched()
-            if k[0] not in PINNED_FAMILIES and not same_value(self.state.get(k), target.get(k))
+            if k[0] not in PINNED_FAMILIES
+            and not same_value(self.state.get(k), target.get(k))
+            and not any(keep(Change(*k, self.state.get(k), target.get(k))) for keep in self._keeps)
         )
         forward = [set_op(f, k, target.get((f, k))) for f, k in changed]
         inverse = [set_op(f, k, self.state.get((f, k))) for f, k in changed]
@@ -694,6 +706,7 @@ __all__ = [
     "ActionFailed",
     "Actions",
     "ImageRejected",
+    "Keep",
     "PINNED_FAMILIES",
     "PinnedFamily",
     "Change",

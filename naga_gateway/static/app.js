@@ -665,12 +665,7 @@ window.Naga = (function () {
       ...(p.cannot_undo || []).map((e) => el("li", { class: "irreversible", text: "cannot be undone #" + e.seq + ": " + e.text }))];
     if (words.length) card.append(el("ul", { id: "preview-words" }, ...words));
     if (p.irreversible.length) card.append(el("p", { class: "error-box", text: "Cannot be undone (they stay done): " + p.irreversible.map((s) => "#" + s).join(", ") + "." }));
-    // A worker's tokens are revoked when it ends (a restart ends them all):
-    // lifting that is raising a privilege, which the core refuses to the
-    // console (INV-6). Say so before the click, with the command that can.
-    const lifts = p.changes.filter((c) => c.family === "token.revoked" && c.before === true && (c.after === null || c.after === undefined)).length;
-    if (lifts) card.append(el("p", { class: "error-box", id: "preview-owner-only", text: "This undo would lift " + plural(lifts, "token revocation") + " (a plugin's or a turn's tokens are revoked when its process ends, e.g. at a restart): the console may not raise a privilege. Undo from the owner's terminal instead: naga rollback --to " + seq + ", or pick a later entry here." }));
-    card.append(el("div", { class: "filter" }, el("button", { type: "button", class: "primary", id: "confirm-undo", onclick: onConfirm, disabled: lifts ? true : null }, "Undo"), el("button", { type: "button", id: "cancel-undo", onclick: onCancel }, "Cancel")));
+    card.append(el("div", { class: "filter" }, el("button", { type: "button", class: "primary", id: "confirm-undo", onclick: onConfirm }, "Undo"), el("button", { type: "button", id: "cancel-undo", onclick: onCancel }, "Cancel")));
     return card;
   }
   pages.register({
