@@ -281,6 +281,7 @@ def _asked(info: tlpb.PendingApproval, call_id: str) -> tpb.TurnEvent:
             risk=info.risk,
             arguments_json=info.arguments_json,
             expires_ns=info.expires_ns,
+            asked_ns=info.asked_ns,
         )
     )
 

@@ -283,16 +283,40 @@ window.Naga = (function () {
     // Tools (docs/design/tools.md). The approval card (tool.approval): the
     // call's arguments, allow once or deny (approval.decide); its
     // tool.finished settles it (the run, a deny, no answer in time).
+    // The time left to answer, counted down each second: the deadline is
+    // the core's (expires_ns, wall clock, the same machine's), capped by
+    // the timeout itself (expires_ns - asked_ns) should the clocks differ.
+    function timeLeft(ms) {
+      const s = Math.max(0, Math.ceil(ms / 1000));
+      return s >= 60 ? Math.floor(s / 60) + ":" + String(s % 60).padStart(2, "0") : s + " s";
+    }
+    function countdown(card, d) {
+      const out = el("div", { class: "expires", "aria-live": "off" });
+      const span = d.expires_ns && d.asked_ns ? (d.expires_ns - d.asked_ns) / 1e6 : 0;
+      if (!span) return out;
+      const deadline = Date.now() + Math.min(span, Math.max(0, d.expires_ns / 1e6 - Date.now()));
+      const tick = () => {
+        const ms = deadline - Date.now();
+        out.textContent = ms > 0 ? "Answer within " + timeLeft(ms) + ", or it is denied." : "Time is up: denied.";
+        if (ms <= 0) clearInterval(timer);
+      };
+      const timer = setInterval(tick, 1000);
+      card.answered = () => { clearInterval(timer); out.remove(); };  // allowed, denied or settled
+      tick();
+      return out;
+    }
     function approvalCard(d) {
       const state = el("div", { class: "astate" });
       const card = el("div", { class: "approval", "data-id": d.id, "data-call": d.call, role: "group", "aria-label": "Approval" },
         el("div", { text: "Allow " + d.tool + " (" + d.risk + ")?" }), el("pre", { class: "arguments", text: d.arguments }), state);
+      card.append(countdown(card, d));
       for (const [label, allow] of [["allow once", true], ["deny", false]]) {
         card.append(el("button", { type: "button", class: allow ? "allow" : "deny", onclick: async () => {
           for (const b of card.querySelectorAll("button")) b.disabled = true;
           try {
             await rpc.request("approval.decide", { id: d.id, allow });
             card.dataset.state = allow ? "allowed" : "denied";
+            if (card.answered) card.answered();
             if (!card.dataset.settled) state.textContent = allow ? "allowed" : "denied";
           } catch (e) { state.textContent = e.message; }
         } }, label));
@@ -305,6 +329,7 @@ window.Naga = (function () {
         for (const b of card.querySelectorAll("button")) b.disabled = true;
         if (!card.dataset.state) card.dataset.state = "settled";
         card.dataset.settled = "1";
+        if (card.answered) card.answered();
         card.querySelector(".astate").textContent = text;
       }
     }

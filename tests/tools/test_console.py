@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import signal
 import socket as socketlib
 from collections.abc import Callable, Iterator
@@ -150,10 +151,15 @@ def test_the_approval_card_allows_denies_and_times_out(console: Console, browser
     _wait(d, "the card", lambda _: _card_state(d).startswith("open|"))
     assert "Allow fs.delete (R3)?" in _card_state(d)
     assert '{"path": "old.txt"}' in _card_state(d)
+    # The time left (tools.approval_timeout_s, 120 s by default), counted down.
+    left = re.search(r"Answer within (\d+):(\d\d), or it is denied\.", _card_state(d))
+    assert left, _card_state(d)
+    assert 0 < int(left[1]) * 60 + int(left[2]) <= 120
     assert os.path.exists(target)
     assert _click_card(d, "allow")
     _wait(d, "the reply", lambda _: "deleted" in _replies(d))
     assert _card_state(d).startswith("allowed|")
+    assert "Answer within" not in _card_state(d)  # answered: no more countdown
     assert not os.path.exists(target)
 
     console.model.script(*_call("shell.run", '{"command": "echo x > denied.txt"}', "not done"))
