@@ -136,6 +136,30 @@ def test_bad_arguments_are_refused_before_the_owner_is_asked(
     assert not os.path.exists(os.path.join(tools_core.workspace, "bad.txt"))
 
 
+def test_naga_chat_says_a_call_failed_and_why(tools_core: ToolsCore, asking: Client) -> None:
+    """Found by hand: ``[tool shell.run]`` alone, for a call that was refused,
+    read as if it ran. Through the core (no gateway here)."""
+    tools_core.model.script(
+        Reply.answer(
+            tool_calls=(("c0", model_name("shell.run"), '{"command": "true", "timeout_s": "1.0"}'),)
+        ),
+        Reply.answer("could not"),
+    )
+    done = subprocess.run(
+        [*naga_command(), "chat", "--session", "ap-fail", "go", "--home", tools_core.home],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (
+        "[tool shell.run failed: shell.run: argument 'timeout_s' must be an integer, "
+        "not a string]\n" in done.stderr
+    ), done.stderr
+    assert "could not" in done.stdout
+
+
 def test_a_peer_below_the_owner_never_reaches_an_approval(
     tools_core: ToolsCore, asking: Client
 ) -> None:

@@ -7,10 +7,12 @@ as restored; the file comes back; the undone turn is shown, marked)."""
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import re
 import signal
 import socket as socketlib
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,7 @@ import pytest
 
 from naga.sdk import Client
 from tests.agent.conftest import ServerThread, model_server, write_providers
+from tests.cli.conftest import naga_command
 from tests.daemon.conftest import CoreProcess, start_core_process
 from tests.fakes.model_server import Reply
 from tests.gateway._console import open_console as console_page
@@ -316,6 +319,32 @@ def test_undo_past_a_core_restart_restores_the_files(console: Console, browser: 
     assert _tree(ws) == before
     with console.client() as c:
         c.reset_setting("tools.approve_from")
+
+
+def test_naga_chat_through_the_gateway_says_a_call_failed(console: Console) -> None:
+    """Found by hand: ``naga chat`` (through the gateway, as a console is
+    running) printed ``[tool fs.write]`` for a refused call, and its --json
+    listed no tools at all."""
+    bad = '{"path": "../outside.txt", "content": "x"}'
+    for _ in range(2):
+        console.model.script(*_call("fs.write", bad, "could not"))
+    argv = [*naga_command(), "chat", "--session", "chat-fail", "--home", console.home]
+    done = subprocess.run(
+        [*argv, "write outside"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    (failed,) = [line for line in done.stderr.splitlines() if "failed" in line]
+    assert failed.startswith("[tool fs.write failed: "), failed
+    assert "outside.txt" in failed, failed
+    assert "could not" in done.stdout
+    done = subprocess.run(
+        [*argv, "--json", "again"], capture_output=True, text=True, timeout=120, check=False
+    )
+    said = json.loads(done.stdout)
+    assert said["via"] == "gateway"
+    (tool,) = said["tools"]
+    assert tool["ok"] is False
+    assert "outside.txt" in tool["error"]
 
 
 def _tool_line(d: Any, name: str) -> str:
