@@ -171,6 +171,7 @@ def _preview(resp: cpb.RollbackResponse, dry_run: bool) -> dict[str, Any]:
         "world_actions": [a["name"] for a in actions],
         "world_action_words": [a["words"] for a in actions],
         "irreversible_seqs": list(p.irreversible_seqs),
+        "kept_seqs": list(p.kept_seqs),
         "seq": resp.seq if resp.HasField("seq") else None,
     }
 
@@ -182,10 +183,16 @@ def _preview_lines(data: dict[str, Any]) -> list[str]:
     lines += [f"  {c['words']}" for c in data["changes"]]
     lines += [f"  {w}" for w in data["world_action_words"]]
     said = {e["seq"]: e["text"] for e in data.get("entries", [])}
+    kept = set(data["kept_seqs"])
     lines += [
         f"  undoes entry {seq}: {text}"
         for seq, text in said.items()
-        if seq not in data["irreversible_seqs"]
+        if seq not in data["irreversible_seqs"] and seq not in kept
+    ]
+    lines += [
+        f"  keeps entry {s} as it is (a revocation is never lifted)"
+        + (f": {said[s]}" if s in said else "")
+        for s in data["kept_seqs"]
     ]
     lines += [
         f"  cannot undo entry {s}: it stays done (irreversible)"

@@ -139,6 +139,8 @@ class RollbackPreview:
     changes: tuple[Change, ...]
     world_actions: tuple[kpb.Action, ...]
     irreversible: tuple[int, ...]
+    #: Later effects a keep leaves as they are (a token revocation).
+    kept: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -607,12 +609,22 @@ class Kernel:
         redo_world += [a for s in reversed(leave) for a in eff(s).do]
         # A pinned family is outside rollback: what a later effect did to it
         # stays (and replays the same: the rollback's ops never name it).
-        changed = sorted(
+        moved = [
             k
             for k in target.touched()
-            if k[0] not in PINNED_FAMILIES
-            and not same_value(self.state.get(k), target.get(k))
-            and not any(keep(Change(*k, self.state.get(k), target.get(k))) for keep in self._keeps)
+            if k[0] not in PINNED_FAMILIES and not same_value(self.state.get(k), target.get(k))
+        ]
+        held = {
+            k
+            for k in moved
+            if any(keep(Change(*k, self.state.get(k), target.get(k))) for keep in self._keeps)
+        }
+        changed = sorted(k for k in moved if k not in held)
+        # An effect whose every op a keep holds, with no world part: it stays.
+        kept = tuple(
+            seq
+            for seq, e in effects
+            if e.forward and not e.undo and all((op.family, op.key) in held for op in e.forward)
         )
         forward = [set_op(f, k, target.get((f, k))) for f, k in changed]
         inverse = [set_op(f, k, self.state.get((f, k))) for f, k in changed]
@@ -637,6 +649,7 @@ class Kernel:
             ),
             world_actions=tuple(undo_world),
             irreversible=tuple(irreversible),
+            kept=kept,
         )
         return effect, preview
 

@@ -687,7 +687,8 @@ window.Naga = (function () {
     card.append(changes.length ? el("ul", { id: "preview-changes" }, ...changes.map((w) => el("li", { text: w }))) : el("p", { class: "hint", id: "preview-changes", text: "No setting, trust entry or plugin changes: only later entries are marked undone." }));
     // In words (the gateway reads the entries): what it restores, what stays done.
     const words = [...(p.restored || []).map((e) => el("li", { class: "restored", text: "undoes #" + e.seq + ": " + e.text })),
-      ...(p.cannot_undo || []).map((e) => el("li", { class: "irreversible", text: "cannot be undone #" + e.seq + ": " + e.text }))];
+      ...(p.cannot_undo || []).map((e) => el("li", { class: "irreversible", text: "cannot be undone #" + e.seq + ": " + e.text })),
+      ...(p.kept || []).map((e) => el("li", { class: "kept", text: "stays #" + e.seq + " (a revocation is never lifted): " + e.text }))];
     if (words.length) card.append(el("ul", { id: "preview-words" }, ...words));
     if (p.irreversible.length) card.append(el("p", { class: "error-box", text: "Cannot be undone (they stay done): " + p.irreversible.map((s) => "#" + s).join(", ") + "." }));
     card.append(el("div", { class: "filter" }, el("button", { type: "button", class: "primary", id: "confirm-undo", onclick: onConfirm }, "Undo"), el("button", { type: "button", id: "cancel-undo", onclick: onCancel }, "Cancel")));

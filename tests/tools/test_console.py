@@ -298,6 +298,19 @@ def test_undo_past_a_core_restart_restores_the_files(console: Console, browser: 
     assert (ws / "b.txt").read_text() == "b\n"
 
     _restart(console)
+    # The terminal's dry run says the restart's revocations stay.
+    dry = subprocess.run(
+        [*naga_command(), "rollback", "--to", str(keep), "--dry-run", "--home", console.home],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert dry.returncode == 0, dry.stderr
+    kept = [line for line in dry.stdout.splitlines() if "keeps entry" in line]
+    assert kept, dry.stdout
+    assert all("(a revocation is never lifted): revoke token" in line for line in kept), kept
+    assert not [line for line in dry.stdout.splitlines() if "undoes" in line and "revoke" in line]
     open_console(d, console)
     _click(d, '#pages button[data-page="rollback"]')
     _wait(
@@ -308,6 +321,10 @@ def test_undo_past_a_core_restart_restores_the_files(console: Console, browser: 
     _wait(d, "the dry run", lambda _: d.find_element("id", "preview").is_displayed())
     changes = _texts(d, "#preview-changes li")
     assert not [t for t in changes if "revocation" in t], changes
+    stays = _texts(d, "#preview-words li.kept")
+    assert len(stays) == len(kept), stays
+    assert all("(a revocation is never lifted): revoke token" in t for t in stays), stays
+    assert not [t for t in _texts(d, "#preview-words li.restored") if "revoke token" in t]
     assert d.find_element("id", "confirm-undo").get_attribute("disabled") is None
     d.find_element("id", "confirm-undo").click()
     _wait(

@@ -364,6 +364,8 @@ def test_a_kernel_keeping_revocations_never_lifts_one_and_still_refuses_a_refund
         kernel.register("setting", "agent.max_steps", 7)
         _, preview = kernel.rollback(before)  # past the revocation, not the owner
         assert [(c.family, c.key) for c in preview.changes] == [("setting", "agent.max_steps")]
+        # The revocation, its lift and its return: each stays as it is, said so.
+        assert preview.kept == (before + 1, lifted, lifted + 1)
         assert revocations.is_revoked(token.id)
         assert kernel.state.get(("setting", "agent.max_steps")) is None
         grant = TokenAuthority.over_kernel(kernel, KEY, clock=VirtualClock())
