@@ -643,7 +643,7 @@ class Kernel:
         preview = RollbackPreview(
             to_seq=to_seq,
             through_seq=through,
-            effects=len(effects),
+            effects=len(effects) - len(kept),  # those a keep leaves are not undone
             changes=tuple(
                 Change(f, k, self.state.get((f, k)), target.get((f, k))) for f, k in changed
             ),
