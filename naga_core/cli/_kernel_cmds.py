@@ -189,11 +189,18 @@ def _preview_lines(data: dict[str, Any]) -> list[str]:
         for seq, text in said.items()
         if seq not in data["irreversible_seqs"] and seq not in kept
     ]
-    lines += [
-        f"  keeps entry {s} as it is (a revocation is never lifted)"
-        + (f": {said[s]}" if s in said else "")
-        for s in data["kept_seqs"]
-    ]
+    if len(kept) > _KEPT_NAMED:  # three per restart: one line, not a screenful
+        seqs = ", ".join(str(s) for s in data["kept_seqs"])
+        lines.append(
+            f"  keeps {len(kept)} token revocations as they are "
+            f"(a revocation is never lifted): entries {seqs}"
+        )
+    else:
+        lines += [
+            f"  keeps entry {s} as it is (a revocation is never lifted)"
+            + (f": {said[s]}" if s in said else "")
+            for s in data["kept_seqs"]
+        ]
     lines += [
         f"  cannot undo entry {s}: it stays done (irreversible)"
         + (f": {said[s]}" if s in said else "")
@@ -202,6 +209,8 @@ def _preview_lines(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: Kept entries (revocations) named one by one at most; more get one line.
+_KEPT_NAMED = 3
 #: Undone entries described by name at most (the newest); the rest by seq.
 _DESCRIBED = 100
 
