@@ -10,6 +10,7 @@ import argparse
 import sys
 import time
 import urllib.parse
+from collections import Counter
 from typing import Any
 
 from naga.sdk import Client
@@ -181,7 +182,9 @@ def _preview_lines(data: dict[str, Any]) -> list[str]:
     if data["effects_undone"] == 0:
         return [f"nothing to undo after entry {data['to_seq']}"]
     lines += [f"  {c['words']}" for c in data["changes"]]
-    lines += [f"  {w}" for w in data["world_action_words"]]
+    # One line per kind of action: two tool calls' restores read as one.
+    said_actions: Counter[str] = Counter(data["world_action_words"])
+    lines += [f"  {w}" + (f" ({n} times)" if n > 1 else "") for w, n in said_actions.items()]
     said = {e["seq"]: e["text"] for e in data.get("entries", [])}
     kept = set(data["kept_seqs"])
     lines += [
