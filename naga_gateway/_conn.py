@@ -508,16 +508,19 @@ class Session:
             history = await self._core.entries(pv.through_seq + 1, PREVIEW_ENTRIES)
         except CoreCallFailed as exc:  # the preview still shows, without words
             log.warning("gateway: cannot describe the undo: %s", exc)
-            return {"restored": [], "cannot_undo": []}
-        cannot = set(pv.irreversible_seqs)
+            return {"restored": [], "cannot_undo": [], "kept": []}
+        cannot, kept = set(pv.irreversible_seqs), set(pv.kept_seqs)
         undone = [e for e in history.entries if e.seq > pv.to_seq and e.kind == "kernel.effect"]
         return {
             "restored": [
-                {"seq": e.seq, "text": e.description} for e in undone if e.seq not in cannot
+                {"seq": e.seq, "text": e.description}
+                for e in undone
+                if e.seq not in cannot and e.seq not in kept
             ],
             "cannot_undo": [
                 {"seq": e.seq, "text": e.description} for e in undone if e.seq in cannot
             ],
+            "kept": [{"seq": e.seq, "text": e.description} for e in undone if e.seq in kept],
         }
 
     async def _m_approval_decide(self, params: p.ApprovalParams) -> dict[str, Any]:
@@ -668,6 +671,7 @@ def _preview(pv: cpb.RollbackPreview) -> dict[str, Any]:
             for c in pv.changes
         ],
         "irreversible": list(pv.irreversible_seqs),
+        "kept_seqs": list(pv.kept_seqs),
     }
 
 

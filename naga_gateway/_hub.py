@@ -182,6 +182,7 @@ class Hub:
                 "tool": a.tool,
                 "risk": a.risk,
                 "arguments": a.arguments_json,
+                "asked_ns": a.asked_ns,
                 "expires_ns": a.expires_ns,
             }
             self.publish(EventKind.APPROVAL, session, peers, data)

@@ -317,6 +317,7 @@ class RollbackPreview(_message.Message):
     CHANGES_FIELD_NUMBER: _builtins.int
     WORLD_ACTIONS_FIELD_NUMBER: _builtins.int
     IRREVERSIBLE_SEQS_FIELD_NUMBER: _builtins.int
+    KEPT_SEQS_FIELD_NUMBER: _builtins.int
     to_seq: _builtins.int
     """The seq kept."""
     through_seq: _builtins.int
@@ -335,6 +336,12 @@ class RollbackPreview(_message.Message):
     def irreversible_seqs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Seqs of effects whose world part cannot be undone; they stay done."""
 
+    @_builtins.property
+    def kept_seqs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Seqs of effects a rollback leaves as they are, by rule: a token's
+        revocation is never lifted (docs/adr/0046-tools14-rollback-keeps-revocations.md).
+        """
+
     def __init__(
         self,
         *,
@@ -344,10 +351,11 @@ class RollbackPreview(_message.Message):
         changes: _abc.Iterable[Global___StateChange] | None = ...,
         world_actions: _abc.Iterable[_kernel_pb2.Action] | None = ...,
         irreversible_seqs: _abc.Iterable[_builtins.int] | None = ...,
+        kept_seqs: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "effects", b"effects", "irreversible_seqs", b"irreversible_seqs", "through_seq", b"through_seq", "to_seq", b"to_seq", "world_actions", b"world_actions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "effects", b"effects", "irreversible_seqs", b"irreversible_seqs", "kept_seqs", b"kept_seqs", "through_seq", b"through_seq", "to_seq", b"to_seq", "world_actions", b"world_actions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -742,6 +742,7 @@ class ApprovalAsked(_message.Message):
     RISK_FIELD_NUMBER: _builtins.int
     ARGUMENTS_JSON_FIELD_NUMBER: _builtins.int
     EXPIRES_NS_FIELD_NUMBER: _builtins.int
+    ASKED_NS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The approval's id, for ApprovalService.Decide."""
     call_id: _builtins.str
@@ -751,6 +752,10 @@ class ApprovalAsked(_message.Message):
     arguments_json: _builtins.str
     expires_ns: _builtins.int
     """Unix ns."""
+    asked_ns: _builtins.int
+    """Unix ns, when it was asked: expires_ns - asked_ns is the timeout, so a
+    client counts down the time left without trusting its own clock alone.
+    """
     def __init__(
         self,
         *,
@@ -760,10 +765,11 @@ class ApprovalAsked(_message.Message):
         risk: _builtins.str = ...,
         arguments_json: _builtins.str = ...,
         expires_ns: _builtins.int = ...,
+        asked_ns: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments_json", b"arguments_json", "call_id", b"call_id", "expires_ns", b"expires_ns", "id", b"id", "risk", b"risk", "tool", b"tool"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments_json", b"arguments_json", "asked_ns", b"asked_ns", "call_id", b"call_id", "expires_ns", b"expires_ns", "id", b"id", "risk", b"risk", "tool", b"tool"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -30,6 +30,7 @@ from naga_core.agent._sessions import MODEL as TRACE_MODEL
 from naga_core.agent._sessions import REPLY as TRACE_REPLY
 from naga_core.agent._sessions import STEER as TRACE_STEER
 from naga_core.agent._sessions import TOOL as TRACE_TOOL
+from naga_core.agent._sessions import Session
 from naga_core.agent._startfold import FoldImageRejected, Follower, StartFold
 from naga_core.agent._sweep import spent_ids
 from naga_core.agent._tool_calls import (
@@ -51,6 +52,7 @@ __all__ = [
     "distill",
     "EXECUTOR_ROLE",
     "SESSION",
+    "Session",
     "SHIPPED_TOOLS",
     "WEB_PLUGIN",
     "SYSTEM_PROMPT",

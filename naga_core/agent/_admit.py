@@ -58,6 +58,18 @@ async def read_back(sessions: rec.Sessions, ledger: Ledger, name: str) -> rec.Se
     return found
 
 
+async def with_previews(
+    sessions: rec.Sessions, ledger: Ledger, shown: list[rec.Session]
+) -> list[rec.Session]:
+    """``shown``, each with its preview (those not known read back from the
+    ledger on a worker thread, once: they are kept)."""
+    mark, wanted = sessions.unknown_previews(shown)
+    if wanted:
+        found = await trio.to_thread.run_sync(sessions.read_previews, ledger, wanted)
+        sessions.take_previews(mark, found)
+    return shown
+
+
 def turn_trust(
     kernel: Kernel,
     caller: Caller,

@@ -33,7 +33,7 @@ from naga.v1 import turn_pb2 as tpb
 from naga_core._store import blob_store
 from naga_core.agent import _images, _recover
 from naga_core.agent import _sessions as rec
-from naga_core.agent._admit import known_turn, read_back, turn_trust
+from naga_core.agent._admit import known_turn, read_back, turn_trust, with_previews
 from naga_core.agent._calls import RECORD_MARGIN_S, ExecutorCalls
 from naga_core.agent._compact import (
     COMPACT,
@@ -354,6 +354,11 @@ class Agent:
         """The session ``name`` with its history and keys in memory (read
         back from the ledger, on a worker thread, if they were dropped)."""
         return await read_back(self.sessions, self.core.ledger, name)
+
+    async def previewed(self, shown: list[rec.Session]) -> list[rec.Session]:
+        """``shown`` with their previews, read back where not known (after
+        a restart: the start-up fold has none)."""
+        return await with_previews(self.sessions, self.core.ledger, shown)
 
     # --- running it --------------------------------------------------------------------
 

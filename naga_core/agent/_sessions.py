@@ -199,6 +199,7 @@ class Sessions:
         #: Opens what a record sealed (the agent's sessions hold the text in
         #: memory; the start-up fold's keep it sealed: its image is a file).
         self.opener = opener
+        self._dropped = 0  # drop_details() calls: a preview read before one is stale
 
     def get(self, name: str) -> Session | None:
         return self._by_name.get(name)
@@ -306,6 +307,40 @@ class Sessions:
             self._mark_loaded(name)
         return s
 
+    def unknown_previews(self, shown: Iterable[Session]) -> tuple[int, list[tuple[str, int]]]:
+        """Of ``shown``, the sessions whose preview is not known (restored
+        at start: the start-up fold keeps records sealed, so its image has
+        none; or after a forget), each with the seq of its last message, to
+        :meth:`read_previews`; and a mark for :meth:`take_previews`."""
+        wanted: list[tuple[str, int]] = []
+        for s in shown:
+            if s.preview or s.detail is not None or not s.reload:
+                continue
+            last = next((p >> 2 for p in reversed(s.reload) if p & 3 == _MSG), None)
+            if last is not None:
+                wanted.append((s.name, last))
+        return self._dropped, wanted
+
+    def read_previews(self, ledger: Ledger, wanted: Iterable[tuple[str, int]]) -> dict[str, str]:
+        """The previews of ``wanted`` (from :meth:`unknown_previews`), each
+        one record read and opened (on a worker thread: it reads the disk)."""
+        found: dict[str, str] = {}
+        for name, seq in wanted:
+            body = _body(ledger.read(seq))
+            if body is not None and body.session == name:
+                found[name] = self.opener(MESSAGE, body).text[:_PREVIEW_CHARS]
+        return found
+
+    def take_previews(self, mark: int, found: dict[str, str]) -> None:
+        """Keep what :meth:`read_previews` found, unless details were dropped
+        since ``mark`` (a forget: the text may be one it made unreadable)."""
+        if mark != self._dropped:
+            return
+        for name, text in found.items():
+            s = self._by_name.get(name)
+            if s is not None and not s.preview:
+                s.preview = text
+
     def note(self, kind: str, rec: apb.TurnRecord, seq: int, time_ns: int) -> None:
         """Index one turn record just written (or read at start)."""
         if kind not in (MESSAGE, REPLY, ERROR):
@@ -357,6 +392,7 @@ class Sessions:
         back from the ledger when next used, through :attr:`opener`): after a
         forget, the texts of its subject then read as forgotten. How many."""
         dropped = 0
+        self._dropped += 1
         for s in self._by_name.values():
             if s.detail is None or not self._busy(s.name):
                 s.preview = ""  # which subject's it was is not known here

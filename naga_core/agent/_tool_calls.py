@@ -25,7 +25,8 @@ from typing import cast
 import trio
 
 import sandbox
-from naga.plugin import Manifest, ToolSpec
+from naga.plugin import Manifest, ToolSpec, check_arguments
+from naga.plugin.errors import InvalidArguments
 from naga.policy import TrustPolicy
 from naga.tokens import Risk
 from naga.trust import TrustLevel
@@ -39,7 +40,7 @@ from naga_core.agent._tools import offered
 from naga_core.agent._turn import Running
 from naga_core.approvals import Approvals
 from naga_core.kernel import Kernel, KernelError
-from naga_core.plugins import PluginError, PluginHost
+from naga_core.plugins import PluginError, PluginHost, ToolArgumentsInvalid
 from naga_core.workspace import Captured, ShellRunner, Workspace, WorkspaceError
 
 log = logging.getLogger("naga.agent")
@@ -166,6 +167,13 @@ class ToolCalls:
         self, running: Running, spec: ToolSpec, arguments_json: str, call_id: str = ""
     ) -> Answer:
         risk = Risk(int(spec.risk))
+        # Checked before the owner is asked, not only by the plugin host:
+        # a call that cannot run (``timeout_s: "1.0"``) must not wait for
+        # an approval and then fail (the turn's call timed out meanwhile).
+        try:
+            check_arguments(spec, arguments_json)
+        except InvalidArguments as exc:
+            raise ToolArgumentsInvalid(str(exc)) from None
         if risk >= setting_risk(self._core, "tools.approve_from"):
             if running.trust is not TrustLevel.OWNER:  # never offered: see _tools.offered
                 return Answer(False, error=f"tool {spec.name} needs the owner's approval")
@@ -273,6 +281,7 @@ def _asked(info: tlpb.PendingApproval, call_id: str) -> tpb.TurnEvent:
             risk=info.risk,
             arguments_json=info.arguments_json,
             expires_ns=info.expires_ns,
+            asked_ns=info.asked_ns,
         )
     )
 

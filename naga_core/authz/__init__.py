@@ -53,15 +53,18 @@ from naga_core.authz._minted import (
     stage_minted,
 )
 from naga_core.authz._ratchet import (
+    AUTHZ_KEEPS,
     AUTHZ_RATCHETS,
     VIOLATIONS_FAMILY,
     EndedTokens,
     ViolationPolicy,
     authz_raises,
+    keeps_revocations,
 )
 from naga_core.authz._token import RootKey, mint_token, verify_chain
 
 __all__ = [
+    "AUTHZ_KEEPS",
     "AUTHZ_RATCHETS",
     "MINTED_KIND",
     "REVOKED_FAMILY",
@@ -97,6 +100,7 @@ __all__ = [
     "TrustLowered",
     "ViolationPolicy",
     "authz_raises",
+    "keeps_revocations",
     "describe_minted",
     "load_token_key",
     "mint_token",

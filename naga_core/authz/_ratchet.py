@@ -18,6 +18,13 @@ without the owner.
   core's kernel with ``ratchets=(*RATCHETS, *ended.ratchets)``; the agent
   tells it each turn token whose turn ended. Every other refund, and every
   un-revocation, is still a raise.
+* :func:`keeps_revocations` is a kernel keep: a rollback leaves every
+  revocation in place (ADR 0046). A revocation is one-way: the token's
+  process is gone (a restart revokes every worker's) or the owner withdrew
+  it; lifting it gives nothing back that a new token would not, and would
+  make a stolen copy good again. Open the core's kernel with
+  ``keeps=AUTHZ_KEEPS``; then no rollback is refused for an un-revocation,
+  the console's included.
 """
 
 from __future__ import annotations
@@ -138,6 +145,11 @@ def authz_raises(changes: Iterable[Change]) -> list[Change]:
     return [c for c in changes if _unrevokes(c) or _refunds(c)]
 
 
+def keeps_revocations(c: Change) -> bool:
+    """Whether a rollback leaves ``c`` out: it would lift a revocation."""
+    return _unrevokes(c)
+
+
 def _unrevokes(c: Change) -> bool:
     return c.family == REVOKED_FAMILY and c.before is True and c.after is not True
 
@@ -151,11 +163,14 @@ def _amount(value: object) -> int:
 
 
 AUTHZ_RATCHETS = (authz_raises,)
+AUTHZ_KEEPS = (keeps_revocations,)
 
 __all__ = [
+    "AUTHZ_KEEPS",
     "AUTHZ_RATCHETS",
     "VIOLATIONS_FAMILY",
     "EndedTokens",
     "ViolationPolicy",
     "authz_raises",
+    "keeps_revocations",
 ]

@@ -66,6 +66,14 @@ def approval_line(
     )
 
 
+def failed_line(tool: str, error: str) -> str:
+    """A call that failed, in the terminal: ``[tool X]`` alone read as if it
+    ran (found by hand: a call refused as not offered looked done)."""
+    if error.startswith(f"tool {tool} "):  # "tool X failed: ...", "tool X was not run: ..."
+        return f"[{error}]\n"
+    return f"[tool {tool} failed: {error}]\n"
+
+
 def _gateway_of(core: Client) -> tuple[str, int] | None:
     """Where the core's gateway serves, if it runs one."""
     for row in core.status().processes:
@@ -128,6 +136,7 @@ def _stream_gateway(
     streamed to the terminal."""
     as_json: bool = args.json
     streamed = False
+    tools: dict[str, str] = {}  # call -> tool, from tool.started
     with ConsoleClient.open(host, port, code=code) as gw:
         for frame in gw.turn(args.session, args.text, uuid.uuid4().hex):
             event: object = frame.get("event")
@@ -139,8 +148,15 @@ def _stream_gateway(
                 sys.stdout.write(str(body.get("text", "")))
                 sys.stdout.flush()
                 streamed = True
-            elif event == "tool.started" and not as_json:
-                sys.stderr.write(f"[tool {body.get('tool', '?')}]\n")
+            elif event == "tool.started":
+                tools[str(body.get("call", ""))] = str(body.get("tool", "?"))
+                if not as_json:
+                    sys.stderr.write(f"[tool {body.get('tool', '?')}]\n")
+            elif event == "tool.finished":
+                call, ok, error = str(body.get("call", "")), bool(body.get("ok")), body.get("error")
+                data["tools"].append({"call_id": call, "ok": ok, "error": str(error or "")})
+                if not ok and not as_json:
+                    sys.stderr.write(failed_line(tools.get(call, "?"), str(error or "")))
             elif event == "tool.approval" and not as_json:
                 sys.stderr.write(
                     approval_line(
@@ -164,6 +180,7 @@ def _through_core(args: argparse.Namespace, home: Home) -> Outcome:
     as_json: bool = args.json
     data: dict[str, Any] = {"ok": False, "session": args.session, "tools": [], "via": "core"}
     streamed = False
+    tools: dict[str, str] = {}  # call -> tool, from tool_started
     with Client.connect(home.root) as core:
         for event in core.run_turn(args.session, args.text, uuid.uuid4().hex, timeout=None):
             kind = event.WhichOneof("kind")
@@ -174,8 +191,10 @@ def _through_core(args: argparse.Namespace, home: Home) -> Outcome:
                 sys.stdout.write(event.delta.text)
                 sys.stdout.flush()
                 streamed = True
-            elif kind == "tool_started" and not as_json:
-                sys.stderr.write(f"[tool {event.tool_started.tool}]\n")
+            elif kind == "tool_started":
+                tools[event.tool_started.call_id] = event.tool_started.tool
+                if not as_json:
+                    sys.stderr.write(f"[tool {event.tool_started.tool}]\n")
             elif kind == "approval" and not as_json:
                 a = event.approval
                 sys.stderr.write(
@@ -184,6 +203,8 @@ def _through_core(args: argparse.Namespace, home: Home) -> Outcome:
             elif kind == "tool_finished":
                 f = event.tool_finished
                 data["tools"].append({"call_id": f.call_id, "ok": f.ok, "error": f.error})
+                if not f.ok and not as_json:
+                    sys.stderr.write(failed_line(tools.get(f.call_id, "?"), f.error))
             elif kind == "final":
                 data.update(_final(event.final))
             elif kind == "error":

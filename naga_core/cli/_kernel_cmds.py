@@ -10,6 +10,7 @@ import argparse
 import sys
 import time
 import urllib.parse
+from collections import Counter
 from typing import Any
 
 from naga.sdk import Client
@@ -171,6 +172,7 @@ def _preview(resp: cpb.RollbackResponse, dry_run: bool) -> dict[str, Any]:
         "world_actions": [a["name"] for a in actions],
         "world_action_words": [a["words"] for a in actions],
         "irreversible_seqs": list(p.irreversible_seqs),
+        "kept_seqs": list(p.kept_seqs),
         "seq": resp.seq if resp.HasField("seq") else None,
     }
 
@@ -180,13 +182,28 @@ def _preview_lines(data: dict[str, Any]) -> list[str]:
     if data["effects_undone"] == 0:
         return [f"nothing to undo after entry {data['to_seq']}"]
     lines += [f"  {c['words']}" for c in data["changes"]]
-    lines += [f"  {w}" for w in data["world_action_words"]]
+    # One line per kind of action: two tool calls' restores read as one.
+    said_actions: Counter[str] = Counter(data["world_action_words"])
+    lines += [f"  {w}" + (f" ({n} times)" if n > 1 else "") for w, n in said_actions.items()]
     said = {e["seq"]: e["text"] for e in data.get("entries", [])}
+    kept = set(data["kept_seqs"])
     lines += [
         f"  undoes entry {seq}: {text}"
         for seq, text in said.items()
-        if seq not in data["irreversible_seqs"]
+        if seq not in data["irreversible_seqs"] and seq not in kept
     ]
+    if len(kept) > _KEPT_NAMED:  # three per restart: one line, not a screenful
+        seqs = ", ".join(str(s) for s in data["kept_seqs"])
+        lines.append(
+            f"  keeps {len(kept)} token revocations as they are "
+            f"(a revocation is never lifted): entries {seqs}"
+        )
+    else:
+        lines += [
+            f"  keeps entry {s} as it is (a revocation is never lifted)"
+            + (f": {said[s]}" if s in said else "")
+            for s in data["kept_seqs"]
+        ]
     lines += [
         f"  cannot undo entry {s}: it stays done (irreversible)"
         + (f": {said[s]}" if s in said else "")
@@ -195,6 +212,8 @@ def _preview_lines(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: Kept entries (revocations) named one by one at most; more get one line.
+_KEPT_NAMED = 3
 #: Undone entries described by name at most (the newest); the rest by seq.
 _DESCRIBED = 100
 

@@ -61,6 +61,9 @@ class _Parser(argparse.ArgumentParser):
             typed = m.group(1)
             names = [n for a in self._actions for n in _choices(a)]
             close = difflib.get_close_matches(typed, names, n=3, cutoff=0.6)
+            meant = _SYNONYMS.get(typed) if self.prog == "naga" else None
+            if meant is not None and meant in names:  # found by hand: "naga undo"
+                close = [meant]
             if close:
                 message = f"unknown {self._word()} {typed!r}; did you mean {_either(close)}?"
             else:
@@ -69,6 +72,10 @@ class _Parser(argparse.ArgumentParser):
 
     def _word(self) -> str:
         return "command" if self.prog == "naga" else "action"
+
+
+#: Words a new user types for a command of another name.
+_SYNONYMS = {"undo": "rollback", "revert": "rollback", "restore": "rollback"}
 
 
 def _choices(action: argparse.Action) -> Iterator[str]:

@@ -81,6 +81,7 @@ def preview(p: RollbackPreview) -> cpb.RollbackPreview:
         changes=[change(c) for c in p.changes],
         world_actions=list(p.world_actions),
         irreversible_seqs=list(p.irreversible),
+        kept_seqs=list(p.kept),
     )
 
 

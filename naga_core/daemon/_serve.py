@@ -12,7 +12,8 @@ Order matters and is the point of this module:
    start-up time while that runs), the plugins discovered (their world
    actions installed before the kernel may re-run interrupted ones) and the
    kernel replayed, with the authorization ratchets (a rollback cannot
-   un-revoke a token or refund a budget without the owner);
+   refund a live token's budget without the owner) and keeps (a rollback
+   never lifts a revocation, ADR 0046);
 5. the plugins the ledger says ran are started again (naga_core.plugins);
    the server binds with a umask that makes the socket 0600 from its first
    instant, and starts; readiness is ``task_status.started(CoreInfo)`` and,
@@ -55,7 +56,13 @@ from naga_core.agent import (
     web_open_hosts,
 )
 from naga_core.approvals import Approvals
-from naga_core.authz import EndedTokens, TokenAuthority, ViolationPolicy, load_token_key
+from naga_core.authz import (
+    AUTHZ_KEEPS,
+    EndedTokens,
+    TokenAuthority,
+    ViolationPolicy,
+    load_token_key,
+)
 from naga_core.daemon import (
     _approval_service,
     _authz_service,
@@ -174,13 +181,15 @@ async def serve_core(
             workspace.install(config.actions)  # workspace.apply, for the same reason
             constitution.install(config.actions, config.home, blob_store(config.home))
             # A refund to an ended turn's token raises nothing (INV-6):
-            # the agent says which have ended.
+            # the agent says which have ended. A rollback never lifts a
+            # revocation (ADR 0046): a restart revokes every worker's.
             ended = EndedTokens()
             store = snapshot_store(config.home)
             opened = open_state(
                 ledger,
                 config.actions,
                 ratchets=(*RATCHETS, *ended.ratchets),
+                keeps=AUTHZ_KEEPS,
                 store=store,
                 new_fold=lambda also: StartFold(keys_kept=config.agent.keys_kept, also=also),
                 keys_kept=config.agent.keys_kept,

@@ -33,7 +33,7 @@ from naga_core._home import Home
 from naga_core.agent import FoldImageRejected, Follower, StartFold, spent_ids
 from naga_core.authz import RevocationList
 from naga_core.errors import NagaError
-from naga_core.kernel import Actions, ImageRejected, Kernel, Ratchet
+from naga_core.kernel import Actions, ImageRejected, Keep, Kernel, Ratchet
 from naga_core.ledger import Ledger, OsFileSystem, SnapshotStore
 from naga_core.scheduler import FireLog
 
@@ -98,6 +98,7 @@ def open_state(
     actions: Actions,
     *,
     ratchets: Sequence[Ratchet],
+    keeps: Sequence[Keep] = (),
     store: SnapshotStore,
     new_fold: Callable[[Sequence[Follower]], StartFold],
     keys_kept: int,
@@ -115,14 +116,19 @@ def open_state(
                 raise FoldImageRejected(f"its fire log is unusable: {exc}") from None
             fold = StartFold.restore(image.agent, image.seq, keys_kept=keys_kept, also=(fires,))
             kernel = Kernel.open(
-                ledger, actions, ratchets=ratchets, image=image.kernel, image_seq=image.seq
+                ledger,
+                actions,
+                ratchets=ratchets,
+                keeps=keeps,
+                image=image.kernel,
+                image_seq=image.seq,
             )
             opened = Opened(kernel, fold, fires, image.seq, ignored)
         except (ImageRejected, FoldImageRejected) as exc:
             ignored.append(f"{SNAPSHOT_NAME} snapshot at seq {image.seq}: {exc}")
     if opened is None:
         fires = FireLog()
-        kernel = Kernel.open(ledger, actions, ratchets=ratchets)
+        kernel = Kernel.open(ledger, actions, ratchets=ratchets, keeps=keeps)
         opened = Opened(kernel, new_fold((fires,)), fires, -1, ignored)
     if ignored:
         text = (

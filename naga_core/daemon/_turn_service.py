@@ -15,7 +15,7 @@ from naga.constants import PLUGIN_MAX_ARGUMENTS_CHARS as _MAX_ARGUMENTS_CHARS
 from naga.constants import TOOL_STEP_MAX_CALLS as _MAX_STEP_CALLS
 from naga.v1 import agent_pb2 as apb
 from naga.v1 import turn_pb2 as tpb
-from naga_core.agent import SESSION, Agent, Reloading, TurnCursor
+from naga_core.agent import SESSION, Agent, Reloading, Session, TurnCursor
 from naga_core.daemon import _checks
 from naga_core.daemon._auth import Principal
 from naga_core.daemon._bridge import AsyncUnary, Method, Stream, Unary
@@ -135,7 +135,7 @@ class TurnServicer:
             Stream("Run", tpb.RunTurnRequest, self.run, MAX_RUN_STREAMS, check_run),
             Unary("Steer", tpb.SteerTurnRequest, self.steer, check_steer),
             Unary("Abort", tpb.AbortTurnRequest, self.abort, check_abort),
-            Unary("ListSessions", tpb.ListSessionsRequest, self.list, check_list),
+            AsyncUnary("ListSessions", tpb.ListSessionsRequest, self.list, check_list),
             AsyncUnary("History", tpb.SessionHistoryRequest, self.history, check_history),
         ]
 
@@ -148,17 +148,18 @@ class TurnServicer:
     def abort(self, _p: Principal, req: tpb.AbortTurnRequest) -> tpb.AbortTurnResponse:
         return tpb.AbortTurnResponse(turn_id=self._agent.abort(req.session))
 
-    def list(self, _p: Principal, req: tpb.ListSessionsRequest) -> tpb.ListSessionsResponse:
+    async def list(self, _p: Principal, req: tpb.ListSessionsRequest) -> tpb.ListSessionsResponse:
         limit = _limit(req.limit)
         meta = self._meta
-        shown: list[tpb.SessionSummary] = []
+        shown: list[Session] = []
         # Archived ones are skipped, not counted: the page still fills.
         for s in self._agent.sessions.recent(len(self._agent.sessions)):
             if len(shown) >= limit:
                 break
             if req.include_archived or not meta.archived(s.name):
-                shown.append(meta.decorate(s.summary()))
-        return tpb.ListSessionsResponse(sessions=shown)
+                shown.append(s)
+        shown = await self._agent.previewed(shown)
+        return tpb.ListSessionsResponse(sessions=[meta.decorate(s.summary()) for s in shown])
 
     async def history(
         self, _p: Principal, req: tpb.SessionHistoryRequest

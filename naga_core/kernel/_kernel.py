@@ -124,6 +124,9 @@ class Change:
 
 #: Finds the changes that raise a privilege (e.g. trust_raises in _trust).
 Ratchet = Callable[[Sequence[Change]], Sequence[Change]]
+#: Holds for a change a rollback leaves out: what a later effect did to that
+#: key stays, like a pinned family (e.g. naga_core.authz.keeps_revocations).
+Keep = Callable[[Change], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +139,8 @@ class RollbackPreview:
     changes: tuple[Change, ...]
     world_actions: tuple[kpb.Action, ...]
     irreversible: tuple[int, ...]
+    #: Later effects a keep leaves as they are (a token revocation).
+    kept: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,9 +158,15 @@ class Kernel:
     """Kernel state over one ledger. Build with :meth:`open`."""
 
     def __init__(
-        self, ledger: Ledger, actions: Actions, *, ratchets: Sequence[Ratchet] = ()
+        self,
+        ledger: Ledger,
+        actions: Actions,
+        *,
+        ratchets: Sequence[Ratchet] = (),
+        keeps: Sequence[Keep] = (),
     ) -> None:
         self._ratchets = tuple(ratchets)
+        self._keeps = tuple(keeps)
         self._ledger = ledger
         self._actions = actions
         self.state = State()
@@ -179,6 +190,7 @@ class Kernel:
         actions: Actions,
         *,
         ratchets: Sequence[Ratchet] = (),
+        keeps: Sequence[Keep] = (),
         image: snpb.KernelImage | None = None,
         image_seq: int = -1,
     ) -> Kernel:
@@ -188,7 +200,7 @@ class Kernel:
         only the records after ``image_seq`` are replayed; an image that does
         not hold together raises :class:`ImageRejected` before anything ran.
         """
-        kernel = cls(ledger, actions, ratchets=ratchets)
+        kernel = cls(ledger, actions, ratchets=ratchets, keeps=keeps)
         start = 0
         if image is not None:
             kernel._restore(image, image_seq)
@@ -597,10 +609,22 @@ class Kernel:
         redo_world += [a for s in reversed(leave) for a in eff(s).do]
         # A pinned family is outside rollback: what a later effect did to it
         # stays (and replays the same: the rollback's ops never name it).
-        changed = sorted(
+        moved = [
             k
             for k in target.touched()
             if k[0] not in PINNED_FAMILIES and not same_value(self.state.get(k), target.get(k))
+        ]
+        held = {
+            k
+            for k in moved
+            if any(keep(Change(*k, self.state.get(k), target.get(k))) for keep in self._keeps)
+        }
+        changed = sorted(k for k in moved if k not in held)
+        # An effect whose every op a keep holds, with no world part: it stays.
+        kept = tuple(
+            seq
+            for seq, e in effects
+            if e.forward and not e.undo and all((op.family, op.key) in held for op in e.forward)
         )
         forward = [set_op(f, k, target.get((f, k))) for f, k in changed]
         inverse = [set_op(f, k, self.state.get((f, k))) for f, k in changed]
@@ -619,12 +643,13 @@ class Kernel:
         preview = RollbackPreview(
             to_seq=to_seq,
             through_seq=through,
-            effects=len(effects),
+            effects=len(effects) - len(kept),  # those a keep leaves are not undone
             changes=tuple(
                 Change(f, k, self.state.get((f, k)), target.get((f, k))) for f, k in changed
             ),
             world_actions=tuple(undo_world),
             irreversible=tuple(irreversible),
+            kept=kept,
         )
         return effect, preview
 
@@ -694,6 +719,7 @@ __all__ = [
     "ActionFailed",
     "Actions",
     "ImageRejected",
+    "Keep",
     "PINNED_FAMILIES",
     "PinnedFamily",
     "Change",

@@ -283,16 +283,40 @@ window.Naga = (function () {
     // Tools (docs/design/tools.md). The approval card (tool.approval): the
     // call's arguments, allow once or deny (approval.decide); its
     // tool.finished settles it (the run, a deny, no answer in time).
+    // The time left to answer, counted down each second: the deadline is
+    // the core's (expires_ns, wall clock, the same machine's), capped by
+    // the timeout itself (expires_ns - asked_ns) should the clocks differ.
+    function timeLeft(ms) {
+      const s = Math.max(0, Math.ceil(ms / 1000));
+      return s >= 60 ? Math.floor(s / 60) + ":" + String(s % 60).padStart(2, "0") : s + " s";
+    }
+    function countdown(card, d) {
+      const out = el("div", { class: "expires", "aria-live": "off" });
+      const span = d.expires_ns && d.asked_ns ? (d.expires_ns - d.asked_ns) / 1e6 : 0;
+      if (!span) return out;
+      const deadline = Date.now() + Math.min(span, Math.max(0, d.expires_ns / 1e6 - Date.now()));
+      const tick = () => {
+        const ms = deadline - Date.now();
+        out.textContent = ms > 0 ? "Answer within " + timeLeft(ms) + ", or it is denied." : "Time is up: denied.";
+        if (ms <= 0) clearInterval(timer);
+      };
+      const timer = setInterval(tick, 1000);
+      card.answered = () => { clearInterval(timer); out.remove(); };  // allowed, denied or settled
+      tick();
+      return out;
+    }
     function approvalCard(d) {
       const state = el("div", { class: "astate" });
       const card = el("div", { class: "approval", "data-id": d.id, "data-call": d.call, role: "group", "aria-label": "Approval" },
         el("div", { text: "Allow " + d.tool + " (" + d.risk + ")?" }), el("pre", { class: "arguments", text: d.arguments }), state);
+      card.append(countdown(card, d));
       for (const [label, allow] of [["allow once", true], ["deny", false]]) {
         card.append(el("button", { type: "button", class: allow ? "allow" : "deny", onclick: async () => {
           for (const b of card.querySelectorAll("button")) b.disabled = true;
           try {
             await rpc.request("approval.decide", { id: d.id, allow });
             card.dataset.state = allow ? "allowed" : "denied";
+            if (card.answered) card.answered();
             if (!card.dataset.settled) state.textContent = allow ? "allowed" : "denied";
           } catch (e) { state.textContent = e.message; }
         } }, label));
@@ -305,6 +329,7 @@ window.Naga = (function () {
         for (const b of card.querySelectorAll("button")) b.disabled = true;
         if (!card.dataset.state) card.dataset.state = "settled";
         card.dataset.settled = "1";
+        if (card.answered) card.answered();
         card.querySelector(".astate").textContent = text;
       }
     }
@@ -662,15 +687,11 @@ window.Naga = (function () {
     card.append(changes.length ? el("ul", { id: "preview-changes" }, ...changes.map((w) => el("li", { text: w }))) : el("p", { class: "hint", id: "preview-changes", text: "No setting, trust entry or plugin changes: only later entries are marked undone." }));
     // In words (the gateway reads the entries): what it restores, what stays done.
     const words = [...(p.restored || []).map((e) => el("li", { class: "restored", text: "undoes #" + e.seq + ": " + e.text })),
-      ...(p.cannot_undo || []).map((e) => el("li", { class: "irreversible", text: "cannot be undone #" + e.seq + ": " + e.text }))];
+      ...(p.cannot_undo || []).map((e) => el("li", { class: "irreversible", text: "cannot be undone #" + e.seq + ": " + e.text })),
+      ...(p.kept || []).map((e) => el("li", { class: "kept", text: "stays #" + e.seq + " (a revocation is never lifted): " + e.text }))];
     if (words.length) card.append(el("ul", { id: "preview-words" }, ...words));
     if (p.irreversible.length) card.append(el("p", { class: "error-box", text: "Cannot be undone (they stay done): " + p.irreversible.map((s) => "#" + s).join(", ") + "." }));
-    // A worker's tokens are revoked when it ends (a restart ends them all):
-    // lifting that is raising a privilege, which the core refuses to the
-    // console (INV-6). Say so before the click, with the command that can.
-    const lifts = p.changes.filter((c) => c.family === "token.revoked" && c.before === true && (c.after === null || c.after === undefined)).length;
-    if (lifts) card.append(el("p", { class: "error-box", id: "preview-owner-only", text: "This undo would lift " + plural(lifts, "token revocation") + " (a plugin's or a turn's tokens are revoked when its process ends, e.g. at a restart): the console may not raise a privilege. Undo from the owner's terminal instead: naga rollback --to " + seq + ", or pick a later entry here." }));
-    card.append(el("div", { class: "filter" }, el("button", { type: "button", class: "primary", id: "confirm-undo", onclick: onConfirm, disabled: lifts ? true : null }, "Undo"), el("button", { type: "button", id: "cancel-undo", onclick: onCancel }, "Cancel")));
+    card.append(el("div", { class: "filter" }, el("button", { type: "button", class: "primary", id: "confirm-undo", onclick: onConfirm }, "Undo"), el("button", { type: "button", id: "cancel-undo", onclick: onCancel }, "Cancel")));
     return card;
   }
   pages.register({

@@ -86,6 +86,8 @@ def _providers(home: str) -> str:
     [
         (["chta"], "naga: error: unknown command 'chta'; did you mean 'chat' or 'wechat'?"),
         (["plugn", "list"], "naga: error: unknown command 'plugn'; did you mean 'plugin'?"),
+        # Found by hand: a new user types "undo"; the command is rollback.
+        (["undo"], "naga: error: unknown command 'undo'; did you mean 'rollback'?"),
         (["ledger", "verfy"], "naga ledger: error: unknown action 'verfy'; did you mean 'verify'?"),
         (
             ["daemon", "stat"],

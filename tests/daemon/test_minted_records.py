@@ -1,15 +1,12 @@
 """Every token the core mints or spawns is a ``token.minted`` ledger record:
 what it is and allows, never its bytes or its tag (no file of the home
 holds them), listed by ``naga history``, still there after a restart; a
-rollback neither removes a mint nor lifts a revocation without the owner
-(INV-6)."""
+rollback neither removes a mint nor lifts a revocation (ADR 0046)."""
 
 from __future__ import annotations
 
 import base64
 import os
-
-import pytest
 
 from naga.sdk import errors
 from naga.tokens import RejectReason, Risk, Token, TrustLevel
@@ -108,13 +105,16 @@ def test_a_rollback_past_a_mint_keeps_its_record_and_changes_no_token(home: str)
             h.head()  # not revoked by the rollback either: a mint is not state
 
 
-def test_a_rollback_does_not_lift_a_revocation_without_the_owner(home: str) -> None:
+def test_a_rollback_never_lifts_a_revocation(home: str) -> None:
+    """Not as any caller, not as the owner's terminal (by_owner): a
+    revocation is one-way (ADR 0046), and the rollback is done, not refused."""
     with token_core(home) as c:
         token = c.mint()
         seq = c.owner.revoke(token, "compromised")
         assert seq is not None
-        with pytest.raises(errors.PermissionDenied, match="raise privileges"):
-            c.owner.rollback(seq - 1)
+        assert not c.owner.rollback(seq - 1, dry_run=True).preview.changes
+        assert c.owner.rollback(seq - 1).HasField("seq")
+        assert c.owner.rollback(seq - 1, by_owner=True).HasField("seq")
         with (
             c.holder(token) as h,
             refused(errors.TokenDenied, "PERMISSION_DENIED", RejectReason.REVOKED),

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import pytest
-
 from naga.sdk import errors
 from naga.tokens import RejectReason, Token, TrustLevel
 from naga.v1 import ledger_pb2 as lpb
@@ -132,19 +130,23 @@ def test_a_stream_whose_token_is_good_goes_on_when_another_is_revoked(home: str)
             assert after == [seq, setting]  # the revocation, then the setting
 
 
-def test_a_rollback_that_brings_a_revocation_back_cuts_the_stream_again(home: str) -> None:
+def test_a_rollback_past_a_revocation_leaves_the_stream_cut(home: str) -> None:
+    """A rollback never lifts a revocation, not even the owner's (ADR 0046):
+    the revoked token's stream stays refused after it."""
     with token_core(home) as c:
         token = _gateway(c)
-        revoked_at = c.owner.revoke(token, "by mistake")
-        assert revoked_at is not None
-        # Lifting a revocation raises a privilege: only the owner may (INV-6).
-        with pytest.raises(errors.PermissionDenied, match="raise privileges"):
-            c.owner.rollback(revoked_at - 1)
-        lifted = c.owner.rollback(revoked_at - 1, by_owner=True).seq
         with c.holder(token) as h:
             events = iter(h.subscribe(0, timeout=GUARD_S))
             caught_up(events)
-            # Undoing the rollback revokes again; the open stream hears it.
-            c.owner.rollback(lifted - 1)
+            revoked_at = c.owner.revoke(token, "by mistake")
+            assert revoked_at is not None
             with refused(errors.TokenDenied, "PERMISSION_DENIED", REVOKED):
                 next(events)
+        preview = c.owner.rollback(revoked_at - 1, dry_run=True).preview
+        assert not [ch for ch in preview.changes if ch.family == "token.revoked"]
+        assert c.owner.rollback(revoked_at - 1, by_owner=True).HasField("seq")
+        with (
+            c.holder(token) as h,
+            refused(errors.TokenDenied, "PERMISSION_DENIED", REVOKED),
+        ):
+            next(iter(h.subscribe(0, timeout=GUARD_S)))

@@ -15,7 +15,7 @@ import pytest
 from naga.sdk import Client
 from tests.cli.conftest import naga_command
 from tests.fakes.model_server import Reply
-from tests.tools._turns import TurnInThread, model_name, results
+from tests.tools._turns import TurnInThread, model_name, results, tool_turn
 from tests.tools.conftest import ToolsCore
 
 pytestmark = pytest.mark.slow  # each naga command is a process of its own
@@ -108,6 +108,56 @@ def test_no_answer_is_a_deny(tools_core: ToolsCore, asking: Client) -> None:
     assert not os.path.exists(os.path.join(tools_core.workspace, "late.txt"))
     seq = int(done.error.rsplit("ledger entry ", 1)[1].rstrip(")"))
     assert "no answer within 1 s: denied" in _entry_text(asking, seq)
+
+
+def test_bad_arguments_are_refused_before_the_owner_is_asked(
+    tools_core: ToolsCore, asking: Client
+) -> None:
+    """Found by hand: shell.run with ``timeout_s: "1.0"`` (a string) was put
+    to the owner as it was, and refused by the plugin only after the owner
+    allowed it. The arguments are checked first: no approval is asked, and
+    the model reads what is wrong."""
+    (done,) = results(
+        tool_turn(
+            tools_core,
+            asking,
+            "ap-bad-args",
+            [("shell.run", {"command": "echo x > bad.txt", "timeout_s": "1.0"})],
+        )
+    )
+    assert not done.ok
+    assert "shell.run: argument 'timeout_s' must be an integer, not a string" in done.error
+    assert _pending(tools_core) == []
+    assert not [
+        e
+        for e in asking.history(limit=20).entries
+        if e.description.startswith("approval ap-") and "ap-bad-args" in e.description
+    ]
+    assert not os.path.exists(os.path.join(tools_core.workspace, "bad.txt"))
+
+
+def test_naga_chat_says_a_call_failed_and_why(tools_core: ToolsCore, asking: Client) -> None:
+    """Found by hand: ``[tool shell.run]`` alone, for a call that was refused,
+    read as if it ran. Through the core (no gateway here)."""
+    tools_core.model.script(
+        Reply.answer(
+            tool_calls=(("c0", model_name("shell.run"), '{"command": "true", "timeout_s": "1.0"}'),)
+        ),
+        Reply.answer("could not"),
+    )
+    done = subprocess.run(
+        [*naga_command(), "chat", "--session", "ap-fail", "go", "--home", tools_core.home],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (
+        "[tool shell.run failed: shell.run: argument 'timeout_s' must be an integer, "
+        "not a string]\n" in done.stderr
+    ), done.stderr
+    assert "could not" in done.stdout
 
 
 def test_a_peer_below_the_owner_never_reaches_an_approval(

@@ -7,9 +7,12 @@ as restored; the file comes back; the undone turn is shown, marked)."""
 from __future__ import annotations
 
 import importlib
+import json
 import os
+import re
 import signal
 import socket as socketlib
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +22,7 @@ import pytest
 
 from naga.sdk import Client
 from tests.agent.conftest import ServerThread, model_server, write_providers
+from tests.cli.conftest import naga_command
 from tests.daemon.conftest import CoreProcess, start_core_process
 from tests.fakes.model_server import Reply
 from tests.gateway._console import open_console as console_page
@@ -56,18 +60,24 @@ def console(
     with socketlib.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
-    core = start_core_process(str(home), root / "core.log", gateway_port=port)
+    # A test may restart the core: the one running is always console.core.
+    console = Console(
+        str(home),
+        port,
+        start_core_process(str(home), root / "core.log", gateway_port=port),
+        model_server,
+    )
     try:
         with Client.connect(str(home)) as c:
             c.set_setting_text("tools.max_risk", "R3")  # fs.delete and shell.run offered
             for name in ("fs", "shell"):
                 c.enable_plugin(name, wait=30)
-        yield Console(str(home), port, core, model_server)
+        yield console
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\n--- core log ---\n{core.output()[-3000:]}") from None
+        raise AssertionError(f"{exc}\n--- core log ---\n{console.core.output()[-3000:]}") from None
     finally:
-        os.kill(core.pid, signal.SIGTERM)
-        assert core.proc.wait(60) == 0, core.output()
+        os.kill(console.core.pid, signal.SIGTERM)
+        assert console.core.proc.wait(60) == 0, console.core.output()
 
 
 def _selenium(module: str) -> Any:
@@ -144,10 +154,15 @@ def test_the_approval_card_allows_denies_and_times_out(console: Console, browser
     _wait(d, "the card", lambda _: _card_state(d).startswith("open|"))
     assert "Allow fs.delete (R3)?" in _card_state(d)
     assert '{"path": "old.txt"}' in _card_state(d)
+    # The time left (tools.approval_timeout_s, 120 s by default), counted down.
+    left = re.search(r"Answer within (\d+):(\d\d), or it is denied\.", _card_state(d))
+    assert left, _card_state(d)
+    assert 0 < int(left[1]) * 60 + int(left[2]) <= 120
     assert os.path.exists(target)
     assert _click_card(d, "allow")
     _wait(d, "the reply", lambda _: "deleted" in _replies(d))
     assert _card_state(d).startswith("allowed|")
+    assert "Answer within" not in _card_state(d)  # answered: no more countdown
     assert not os.path.exists(target)
 
     console.model.script(*_call("shell.run", '{"command": "echo x > denied.txt"}', "not done"))
@@ -227,37 +242,124 @@ def test_undo_restores_the_file_and_marks_the_turn_undone(console: Console, brow
     assert "hello" in [t.strip() for t in _texts(d, "#messages li.assistant:not(.undone) .bubble")]
 
 
-def test_undo_past_a_worker_s_end_says_the_console_cannot_and_what_can(
-    console: Console, browser: Any
-) -> None:
-    """A worker's tokens are revoked when it ends (every restart ends them
-    all); an undo past that would lift the revocations, which the core
-    refuses to the console. Found by hand: the preview offered Undo, the
-    click answered "only the owner can" to the owner."""
+def _restart(c: Console) -> None:
+    """Stop the core (every worker ends: its tokens are revoked) and start
+    it again on the same home and gateway port."""
+    os.kill(c.core.pid, signal.SIGTERM)
+    assert c.core.proc.wait(60) == 0, c.core.output()
+    c.core = start_core_process(c.home, c.core.log, gateway_port=c.port)
+
+
+def _tree(root: Path) -> dict[str, str | None]:
+    """Every path under ``root``: a file's text, None for a directory."""
+    return {
+        str(p.relative_to(root)): None if p.is_dir() else p.read_text()
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def _refusal(d: Any) -> str:
+    """What the core answered the Undo click, if it refused (an error box
+    outside the preview card)."""
+    script = (
+        "return [...document.querySelectorAll('#page-rollback p.error-box')]"
+        ".filter((e) => !e.closest('#preview')).map((e) => e.textContent).join(' ')"
+    )
+    return str(d.execute_script(script))
+
+
+def test_undo_past_a_core_restart_restores_the_files(console: Console, browser: Any) -> None:
+    """A restart ends every worker and revokes its tokens; the console's
+    "undo to here" past it used to be refused ("only the owner can": the
+    undo would lift those revocations). A rollback now keeps revocations
+    (ADR 0046), so the undo is the console's to do: the files written by a
+    tool before the restart come back as they were."""
     d = browser
+    ws = Path(console.workspace)
+    (ws / "plan.txt").write_text("the owner's plan")
+    before = _tree(ws)
     with console.client() as c:
-        keep = c.history(limit=1).entries[0].seq  # an entry the page lists
-        c.disable_plugin("shell")  # its worker ends: its token is revoked
-        try:
-            open_console(d, console)
-            _click(d, '#pages button[data-page="rollback"]')
-            _wait(
-                d,
-                "the entry to undo to",
-                lambda _: _click(d, f'#page-rollback button.undo[data-seq="{keep}"]'),
+        c.set_setting_text("tools.approve_from", "R4")  # the shell runs unasked
+        keep = c.history(limit=1).entries[0].seq  # the setting: an entry the page lists
+    console.model.script(
+        Reply.answer(
+            tool_calls=(
+                ("c1", model_name("fs.write"), '{"path": "plan.txt", "content": "scrapped"}'),
+                ("c2", model_name("fs.write"), '{"path": "new/a.txt", "content": "a"}'),
             )
-            _wait(d, "the dry run", lambda _: d.find_element("id", "preview").is_displayed())
-            # Every record the earlier turns left is in words (was: "turn.tool_call").
-            kinds = _texts(d, '#page-rollback td[data-label="what"]')
-            assert kinds, "no rows"
-            assert not [k for k in kinds if k.startswith("turn.")], kinds
-            changes = _texts(d, "#preview-changes li")
-            assert any(t.startswith("lift the revocation of token ") for t in changes), changes
-            (said,) = _texts(d, "#preview-owner-only")
-            assert f"naga rollback --to {keep}" in said
-            assert d.find_element("id", "confirm-undo").get_attribute("disabled") is not None
-        finally:
-            c.enable_plugin("shell", wait=30)
+        ),
+        *_call("shell.run", '{"command": "rm plan.txt; echo b > b.txt"}', "rewrote it all"),
+    )
+    open_console(d, console)
+    _say(d, "rewrite my plan")
+    _wait(d, "the reply", lambda _: "rewrote it all" in _replies(d))
+    assert not (ws / "plan.txt").exists()
+    assert (ws / "new" / "a.txt").read_text() == "a"
+    assert (ws / "b.txt").read_text() == "b\n"
+
+    _restart(console)
+    # The terminal's dry run says the restart's revocations stay.
+    argv = [*naga_command(), "rollback", "--to", str(keep), "--dry-run", "--home", console.home]
+    dry = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert dry.returncode == 0, dry.stderr
+    assert "(a revocation is never lifted)" in dry.stdout, dry.stdout
+    assert not [line for line in dry.stdout.splitlines() if "undoes" in line and "revoke" in line]
+    said = subprocess.run(
+        [*argv, "--json"], capture_output=True, text=True, timeout=60, check=False
+    )
+    kept = json.loads(said.stdout)["kept_seqs"]
+    assert len(kept) >= 3, said.stdout  # fs, shell and web: their workers ended
+    open_console(d, console)
+    _click(d, '#pages button[data-page="rollback"]')
+    _wait(
+        d,
+        "the entry to undo to",
+        lambda _: _click(d, f'#page-rollback button.undo[data-seq="{keep}"]'),
+    )
+    _wait(d, "the dry run", lambda _: d.find_element("id", "preview").is_displayed())
+    changes = _texts(d, "#preview-changes li")
+    assert not [t for t in changes if "revocation" in t], changes
+    stays = _texts(d, "#preview-words li.kept")
+    assert len(stays) == len(kept), stays
+    assert all("(a revocation is never lifted): revoke token" in t for t in stays), stays
+    assert not [t for t in _texts(d, "#preview-words li.restored") if "revoke token" in t]
+    assert d.find_element("id", "confirm-undo").get_attribute("disabled") is None
+    d.find_element("id", "confirm-undo").click()
+    _wait(
+        d,
+        "the files restored",
+        lambda _: _tree(ws) == before or _refusal(d),
+    )
+    assert not _refusal(d)
+    assert _tree(ws) == before
+    with console.client() as c:
+        c.reset_setting("tools.approve_from")
+
+
+def test_naga_chat_through_the_gateway_says_a_call_failed(console: Console) -> None:
+    """Found by hand: ``naga chat`` (through the gateway, as a console is
+    running) printed ``[tool fs.write]`` for a refused call, and its --json
+    listed no tools at all."""
+    bad = '{"path": "../outside.txt", "content": "x"}'
+    for _ in range(2):
+        console.model.script(*_call("fs.write", bad, "could not"))
+    argv = [*naga_command(), "chat", "--session", "chat-fail", "--home", console.home]
+    done = subprocess.run(
+        [*argv, "write outside"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    (failed,) = [line for line in done.stderr.splitlines() if "failed" in line]
+    assert failed.startswith("[tool fs.write failed: "), failed
+    assert "outside.txt" in failed, failed
+    assert "could not" in done.stdout
+    done = subprocess.run(
+        [*argv, "--json", "again"], capture_output=True, text=True, timeout=120, check=False
+    )
+    said = json.loads(done.stdout)
+    assert said["via"] == "gateway"
+    (tool,) = said["tools"]
+    assert tool["ok"] is False
+    assert "outside.txt" in tool["error"]
 
 
 def _tool_line(d: Any, name: str) -> str:

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from naga.constants import TOKEN_MAX_SPAWN_DEPTH
 from naga_core.authz import (
+    AUTHZ_KEEPS,
+    AUTHZ_RATCHETS,
     SPENT_FAMILY,
     VIOLATIONS_FAMILY,
     AuthzError,
@@ -30,8 +32,19 @@ from naga_core.authz import (
     ViolationPolicy,
     authz_raises,
 )
-from naga_core.kernel import Change, KernelError, OwnerRequired, TrustLevel, TrustTable
+from naga_core.kernel import (
+    RATCHETS,
+    Actions,
+    Change,
+    Kernel,
+    KernelError,
+    OwnerRequired,
+    TrustLevel,
+    TrustTable,
+)
+from naga_core.ledger import Ledger, SimulatedFileSystem
 from tests.authz_helpers import KEY, VirtualClock, World, disk_kernel, sim_kernel
+from tests.ledger_helpers import fixed_signer
 
 SECOND = 10**9
 BOB = "wechat:bob"
@@ -326,6 +339,41 @@ def test_a_rollback_cannot_unrevoke_or_refund_without_the_owner() -> None:
             kernel.rollback(before_revoke)
         kernel.rollback(before_revoke, by_owner=True)
         assert authority.verify(token.to_bytes(), authority.request("executor")).budget == 0
+
+
+def test_a_kernel_keeping_revocations_never_lifts_one_and_still_refuses_a_refund() -> None:
+    """The core's kernel (keeps=AUTHZ_KEEPS, ADR 0046): a rollback past a
+    revocation is done for anyone and leaves the revocation; it still undoes
+    the rest; a refund is still the owner's. A rollback that did lift one (a
+    ledger from before the keep) can be rolled back: that revokes again."""
+    with Ledger.open("/ledger", fixed_signer(), fs=SimulatedFileSystem()) as ledger:
+        kernel = Kernel.open(ledger, Actions(), ratchets=(*RATCHETS, *AUTHZ_RATCHETS))
+        authority = TokenAuthority.over_kernel(kernel, KEY, clock=VirtualClock())
+        token = authority.mint("executor", trust=TrustLevel.KNOWN, risk=Risk.R0, budget=10)
+        revocations = RevocationList(kernel)
+        before = kernel.ledger.size - 1
+        revocations.revoke(token.id, "its worker ended")
+        lifted, _ = kernel.rollback(before, by_owner=True)  # the old way, the owner's
+        assert not revocations.is_revoked(token.id)
+        kernel = Kernel.open(
+            ledger, Actions(), ratchets=(*RATCHETS, *AUTHZ_RATCHETS), keeps=AUTHZ_KEEPS
+        )
+        revocations = RevocationList(kernel)
+        kernel.rollback(lifted - 1)  # undoing that lift revokes again: no raise
+        assert revocations.is_revoked(token.id)
+        kernel.register("setting", "agent.max_steps", 7)
+        _, preview = kernel.rollback(before)  # past the revocation, not the owner
+        assert [(c.family, c.key) for c in preview.changes] == [("setting", "agent.max_steps")]
+        # The revocation, its lift and its return: each stays as it is, said so.
+        assert preview.kept == (before + 1, lifted, lifted + 1)
+        assert revocations.is_revoked(token.id)
+        assert kernel.state.get(("setting", "agent.max_steps")) is None
+        grant = TokenAuthority.over_kernel(kernel, KEY, clock=VirtualClock())
+        other = grant.mint("executor", trust=TrustLevel.KNOWN, risk=Risk.R0, budget=10)
+        debited = kernel.ledger.size - 1
+        BudgetAccount(kernel).debit(grant.verify(other.to_bytes(), grant.request("executor")), 5)
+        with pytest.raises(OwnerRequired, match=r"budget\.spent"):
+            kernel.rollback(debited)
 
 
 def test_authz_raises_finds_unrevocations_and_refunds() -> None:
