@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from naga.skill_json import skill_summary, skill_version
 from naga.v1 import console_admin_pb2 as capb
 from naga.v1 import skills_pb2 as skpb
 from naga_gateway import _protocol as p
@@ -16,33 +17,6 @@ from naga_gateway._core import CorePort
 #: A file's text shown at most this long (SKILL.md, a script); the rest is
 #: the CLI's (`naga skill export`), as skill.view caps what the model reads.
 _MAX_SHOWN_CHARS = 64_000
-
-
-def _summary(s: skpb.SkillSummary) -> dict[str, Any]:
-    return {
-        "scope": s.scope,
-        "name": s.name,
-        "description": s.description,
-        "version": s.version,
-        "archived": s.archived,
-        "pinned": s.pinned,
-        "author": s.author,
-        "updated_ns": s.updated_ns,
-        "uses": s.uses,
-        "last_used_ns": s.last_used_ns,
-        "versions": s.versions,
-    }
-
-
-def _version(v: skpb.SkillVersion) -> dict[str, Any]:
-    return {
-        "version": v.version,
-        "parents": list(v.parents),
-        "author": v.author,
-        "reason": v.reason,
-        "action": v.action,
-        "time_ns": v.time_ns,
-    }
 
 
 def _file(f: skpb.SkillFile) -> dict[str, Any]:
@@ -65,7 +39,7 @@ async def list_skills(core: CorePort, cred: str, params: p.SkillListParams) -> d
         list=skpb.ListSkillsRequest(scope=params.scope, archived=params.archived),
     )
     resp = await core.admin("ConsoleListSkills", req, skpb.ListSkillsResponse)
-    return {"skills": [_summary(s) for s in resp.skills]}
+    return {"skills": [skill_summary(s) for s in resp.skills]}
 
 
 async def show_skill(core: CorePort, cred: str, params: p.SkillParams) -> dict[str, Any]:
@@ -75,8 +49,8 @@ async def show_skill(core: CorePort, cred: str, params: p.SkillParams) -> dict[s
     )
     resp = await core.admin("ConsoleShowSkill", req, skpb.ShowSkillResponse)
     return {
-        "skill": _summary(resp.skill),
-        "version": _version(resp.version),
+        "skill": skill_summary(resp.skill),
+        "version": skill_version(resp.version),
         "files": [_file(f) for f in resp.files],
     }
 
@@ -86,7 +60,10 @@ async def skill_log(core: CorePort, cred: str, params: p.SkillParams) -> dict[st
         console_session=cred, log=skpb.SkillLogRequest(name=params.name, scope=params.scope)
     )
     resp = await core.admin("ConsoleSkillLog", req, skpb.SkillLogResponse)
-    return {"skill": _summary(resp.skill), "versions": [_version(v) for v in resp.versions]}
+    return {
+        "skill": skill_summary(resp.skill),
+        "versions": [skill_version(v) for v in resp.versions],
+    }
 
 
 __all__ = ["list_skills", "show_skill", "skill_log"]

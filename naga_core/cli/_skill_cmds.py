@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from google.protobuf.message import Message
 
 from naga.sdk import Client
+from naga.skill_json import skill_summary, skill_version
 from naga.v1 import skills_pb2 as skpb
 from naga_core._home import Home
 from naga_core.cli._output import Outcome
@@ -30,34 +31,6 @@ def _call(home: Home, method: str, req: Message, resp: type[M], *, read: bool = 
         return core.call(_S + method, req, resp, read=read)
 
 
-def _summary(s: skpb.SkillSummary) -> dict[str, Any]:
-    return {
-        "scope": s.scope,
-        "name": s.name,
-        "description": s.description,
-        "version": s.version,
-        "archived": s.archived,
-        "pinned": s.pinned,
-        "author": s.author,
-        "updated_ns": s.updated_ns,
-        "uses": s.uses,
-        "last_used_ns": s.last_used_ns,
-        "versions": s.versions,
-    }
-
-
-def _version(v: skpb.SkillVersion) -> dict[str, Any]:
-    return {
-        "version": v.version,
-        "parents": list(v.parents),
-        "author": v.author,
-        "reason": v.reason,
-        "action": v.action,
-        "time_ns": v.time_ns,
-        "tree": v.tree,
-    }
-
-
 def _when(ns: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ns / 1e9)) if ns else "never"
 
@@ -71,7 +44,7 @@ def list_skills(args: argparse.Namespace, home: Home) -> Outcome:
     req = skpb.ListSkillsRequest(scope=args.scope or "", archived=args.all)
     skills = _call(home, "List", req, skpb.ListSkillsResponse).skills
     lines = [_line(s) for s in skills] or ["no skills"]
-    return Outcome(0, {"skills": [_summary(s) for s in skills]}, lines)
+    return Outcome(0, {"skills": [skill_summary(s) for s in skills]}, lines)
 
 
 def _show(args: argparse.Namespace, home: Home) -> skpb.ShowSkillResponse:
@@ -84,8 +57,8 @@ def show(args: argparse.Namespace, home: Home) -> Outcome:
     files = {f.path: f.data for f in got.files}
     skill_md = files.get("SKILL.md", b"").decode(errors="replace")
     data: dict[str, Any] = {
-        "skill": _summary(got.skill),
-        "version": _version(got.version),
+        "skill": skill_summary(got.skill),
+        "version": skill_version(got.version),
         "files": [
             {"path": f.path, "bytes": len(f.data), "executable": f.executable} for f in got.files
         ],
@@ -110,7 +83,9 @@ def log(args: argparse.Namespace, home: Home) -> Outcome:
         for v in got.versions
     ]
     return Outcome(
-        0, {"skill": _summary(got.skill), "versions": [_version(v) for v in got.versions]}, lines
+        0,
+        {"skill": skill_summary(got.skill), "versions": [skill_version(v) for v in got.versions]},
+        lines,
     )
 
 
@@ -124,7 +99,7 @@ def _changed(got: skpb.SkillChangeResponse, verb: str) -> Outcome:
     s = got.skill
     return Outcome(
         0,
-        {"skill": _summary(s), "seq": got.seq, "action": got.action or verb},
+        {"skill": skill_summary(s), "seq": got.seq, "action": got.action or verb},
         [f"{s.scope}/{s.name} {got.action or verb} at {s.version[:12]} (entry {got.seq})"],
     )
 
@@ -159,7 +134,7 @@ def export_skill(args: argparse.Namespace, home: Home) -> Outcome:
     return Outcome(
         0,
         {
-            "skill": _summary(got.skill),
+            "skill": skill_summary(got.skill),
             "version": got.version.version,
             "dir": args.output,
             "files": sorted(files),
