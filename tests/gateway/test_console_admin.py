@@ -23,6 +23,7 @@ from naga.sdk import Client
 from naga.tokens import CAPABILITY_SCHEME, Risk, TrustLevel
 from naga.v1 import console_admin_pb2 as capb
 from naga.v1 import core_pb2 as cpb
+from naga.v1 import skills_pb2 as skpb
 from naga.v1.status_pb2 import Refusal
 from naga_core.cli import main as cli_main
 from naga_gateway import Gateway, GatewayConfig, GrpcCore
@@ -51,7 +52,34 @@ ADMIN_METHODS: dict[str, dict[str, Any]] = {
     "plugin.preview": {"source": "/tmp/x"},
     "plugin.install": {"source": "/tmp/x", "code_hash": "0" * 64},
     "trust.set": {"peer": "webchat:amy", "level": "owner"},
+    "memory": {},
+    "memory.delete": {"id": "mi-" + "0" * 16},
+    "skills": {},
+    "skill.show": {"name": "csv-totals"},
+    "skill.log": {"name": "csv-totals"},
 }
+#: The core's own check of the owner's login: (RPC, request with no
+#: console session, response type), each sent with an empty and a forged one.
+CORE_READS: list[tuple[str, Any, Any]] = [
+    ("ReadLog", capb.ReadLogRequest(), capb.ReadLogResponse),
+    ("ConsoleListMemory", capb.ConsoleListMemoryRequest(), capb.ConsoleListMemoryResponse),
+    (
+        "ConsoleDeleteMemory",
+        capb.ConsoleDeleteMemoryRequest(id="mi-" + "0" * 16),
+        capb.ConsoleDeleteMemoryResponse,
+    ),
+    ("ConsoleListSkills", capb.ConsoleListSkillsRequest(), skpb.ListSkillsResponse),
+    (
+        "ConsoleShowSkill",
+        capb.ConsoleShowSkillRequest(show=skpb.ShowSkillRequest(name="csv-totals")),
+        skpb.ShowSkillResponse,
+    ),
+    (
+        "ConsoleSkillLog",
+        capb.ConsoleSkillLogRequest(log=skpb.SkillLogRequest(name="csv-totals")),
+        skpb.SkillLogResponse,
+    ),
+]
 GREETER = Path(__file__).resolve().parents[1] / "plugin_host" / "plugins" / "greeter-1"
 
 
@@ -462,12 +490,13 @@ def test_a_guest_is_refused_every_owner_change(core: c.RealCore) -> None:
                     assert res["error"]["code"] == "forbidden", (method, res)
                     assert res["error"]["message"].startswith("peer webchat:amy may not "), res
                 await ws.aclose()
-                for bad in ("", "v1.forged.session"):
-                    req = capb.ReadLogRequest(console_session=bad)
-                    with pytest.raises(CoreCallFailed) as info:
-                        await grpc_core.admin("ReadLog", req, capb.ReadLogResponse)
-                    assert info.value.code == "PERMISSION_DENIED", info.value
-                    assert info.value.refusal == Refusal.REFUSAL_OWNER_REQUIRED
+                for method, request, response in CORE_READS:
+                    for bad in ("", "v1.forged.session"):
+                        request.console_session = bad
+                        with pytest.raises(CoreCallFailed) as info:
+                            await grpc_core.admin(method, request, response)
+                        assert info.value.code == "PERMISSION_DENIED", (method, info.value)
+                        assert info.value.refusal == Refusal.REFUSAL_OWNER_REQUIRED
                 nursery.cancel_scope.cancel()
         finally:
             grpc_core.close()

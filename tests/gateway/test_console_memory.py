@@ -7,7 +7,6 @@ a guest is refused by the gateway, a forged login by the core."""
 
 from __future__ import annotations
 
-import base64
 import json
 import uuid
 from collections.abc import Iterator
@@ -15,19 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
 from naga.sdk import Client
-from naga.tokens import CAPABILITY_SCHEME, Risk, TrustLevel
-from naga.v1 import console_admin_pb2 as capb
-from naga.v1.status_pb2 import Refusal
 from naga_core.cli import main as cli_main
-from naga_gateway import Gateway, GatewayConfig, GrpcCore
-from naga_gateway.errors import CoreCallFailed
 from tests.agent.conftest import ServerThread, model_server
 from tests.fakes.model_server import Reply
 from tests.gateway import _console as c
-from tests.gateway._client import WsClient
 
 __all__ = ["model_server"]  # the fixture, used by name
 
@@ -175,51 +167,3 @@ def test_archiving_a_session_ends_it_with_its_distillation(
     texts = [i["text"] for i in _cli(capsys, core.home, "memory", "list")["items"]]
     assert texts.count(f"The owner works as a nurse in Lyon {tag}") == 1
     assert not any("audit@evil.example" in t for t in texts)
-
-
-def test_a_guest_and_a_forged_login_are_refused_memory(core: c.RealCore) -> None:
-    with Client.connect(core.home) as owner:
-        token = owner.mint("gateway", trust=TrustLevel.OWNER, risk=Risk.R4).token
-    authorization = f"{CAPABILITY_SCHEME} {base64.b64encode(token.to_bytes()).decode()}"
-    socket = str(Path(core.home, "run", "core.sock"))
-
-    async def main() -> None:
-        grpc_core = GrpcCore(socket, authorization)
-        gateway = Gateway(grpc_core, GatewayConfig(port=0, admit_guests=True))
-        try:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(gateway.serve)
-                ws = await WsClient.open(gateway.port)
-                hello = await ws.connect(name="amy")
-                assert hello["trust"] in ("guest", "untrusted")
-                for method, params in (
-                    ("memory", {}),
-                    ("memory.delete", {"id": "mi-" + "0" * 16}),
-                ):
-                    res = await ws.request(method, **params)
-                    assert res["ok"] is False, (method, res)
-                    assert res["error"]["code"] == "forbidden", (method, res)
-                await ws.aclose()
-                for bad in ("", "v1.forged.session"):
-                    with pytest.raises(CoreCallFailed) as info:
-                        await grpc_core.admin(
-                            "ConsoleListMemory",
-                            capb.ConsoleListMemoryRequest(console_session=bad),
-                            capb.ConsoleListMemoryResponse,
-                        )
-                    assert info.value.code == "PERMISSION_DENIED", info.value
-                    assert info.value.refusal == Refusal.REFUSAL_OWNER_REQUIRED
-                    with pytest.raises(CoreCallFailed) as info:
-                        await grpc_core.admin(
-                            "ConsoleDeleteMemory",
-                            capb.ConsoleDeleteMemoryRequest(
-                                console_session=bad, id="mi-" + "0" * 16
-                            ),
-                            capb.ConsoleDeleteMemoryResponse,
-                        )
-                    assert info.value.code == "PERMISSION_DENIED", info.value
-                nursery.cancel_scope.cancel()
-        finally:
-            grpc_core.close()
-
-    trio.run(main)

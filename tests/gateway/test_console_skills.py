@@ -7,7 +7,6 @@ by the gateway, and a forged owner login by the core itself."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 from collections.abc import Iterator
@@ -15,19 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
-from naga.sdk import Client
-from naga.tokens import CAPABILITY_SCHEME, Risk, TrustLevel
-from naga.v1 import console_admin_pb2 as capb
-from naga.v1 import skills_pb2 as skpb
-from naga.v1.status_pb2 import Refusal
 from naga_core.cli import main as cli_main
-from naga_gateway import Gateway, GatewayConfig, GrpcCore
-from naga_gateway.errors import CoreCallFailed
 from tests.agent.conftest import ServerThread, model_server
 from tests.gateway import _console as c
-from tests.gateway._client import WsClient
 
 __all__ = ["model_server"]  # the fixture, used by name
 
@@ -147,60 +137,3 @@ def test_an_imported_skill_is_listed_rendered_and_its_history_shown(
             c.shoot(d, tmp_path, f"skills-{name}")
             assert c.overflowing(d) == [], name
             assert [v for v in c.axe(d) if v["impact"] == "critical"] == [], name
-
-
-def test_a_guest_is_refused_the_skills_and_the_core_refuses_a_forged_login(
-    core: c.RealCore,
-) -> None:
-    with Client.connect(core.home) as owner:
-        token = owner.mint("gateway", trust=TrustLevel.OWNER, risk=Risk.R4).token
-    authorization = f"{CAPABILITY_SCHEME} {base64.b64encode(token.to_bytes()).decode()}"
-    socket = str(Path(core.home, "run", "core.sock"))
-    # Each with no console session; the forged ones are set below.
-    calls: list[tuple[str, Any, Any]] = [
-        ("ConsoleListSkills", capb.ConsoleListSkillsRequest(), skpb.ListSkillsResponse),
-        (
-            "ConsoleShowSkill",
-            capb.ConsoleShowSkillRequest(show=skpb.ShowSkillRequest(name="csv-totals")),
-            skpb.ShowSkillResponse,
-        ),
-        (
-            "ConsoleSkillLog",
-            capb.ConsoleSkillLogRequest(log=skpb.SkillLogRequest(name="csv-totals")),
-            skpb.SkillLogResponse,
-        ),
-    ]
-
-    async def main() -> None:
-        grpc_core = GrpcCore(socket, authorization)
-        gateway = Gateway(grpc_core, GatewayConfig(port=0, admit_guests=True))
-        try:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(gateway.serve)
-                ws = await WsClient.open(gateway.port)
-                hello = await ws.connect(name="amy")
-                assert hello["trust"] in ("guest", "untrusted")
-                for method, params in (
-                    ("skills", {}),
-                    ("skill.show", {"name": "csv-totals"}),
-                    ("skill.log", {"name": "csv-totals"}),
-                ):
-                    res = await ws.request(method, **params)
-                    assert res["ok"] is False, (method, res)
-                    assert res["error"]["code"] == "forbidden", (method, res)
-                    assert res["error"]["message"] == "peer webchat:amy may not read the skills", (
-                        res
-                    )
-                await ws.aclose()
-                for method, request, response in calls:
-                    for bad in ("", "v1.forged.session"):
-                        request.console_session = bad
-                        with pytest.raises(CoreCallFailed) as info:
-                            await grpc_core.admin(method, request, response)
-                        assert info.value.code == "PERMISSION_DENIED", (method, info.value)
-                        assert info.value.refusal == Refusal.REFUSAL_OWNER_REQUIRED
-                nursery.cancel_scope.cancel()
-        finally:
-            grpc_core.close()
-
-    trio.run(main)
