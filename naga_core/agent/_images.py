@@ -18,6 +18,7 @@ from naga.constants import (
     MAX_IMAGES_PER_TURN,
     MAX_TURN_IMAGE_BYTES,
 )
+from naga.media import sniff
 from naga.v1 import model_pb2 as mpb
 from naga_core.agent._errors import BadImages
 from naga_core.errors import NagaError
@@ -52,19 +53,6 @@ def check(images: Sequence[mpb.ImagePart]) -> None:
         raise BadImages(
             f"the images come to {total} bytes; at most {MAX_TURN_IMAGE_BYTES} go with one message"
         )
-
-
-def sniff(data: bytes) -> str:
-    """The image type of ``data`` by its magic bytes; empty if none."""
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if data[:6] in (b"GIF87a", b"GIF89a"):
-        return "image/gif"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return ""
 
 
 def placeholder(image: mpb.ImagePart, why: str) -> str:
@@ -146,5 +134,4 @@ __all__ = [
     "check",
     "for_provider",
     "placeholder",
-    "sniff",
 ]

@@ -22,6 +22,7 @@ import pydantic
 import trio
 
 from naga.constants import WECHAT_SEND_MAX_BYTES
+from naga.media import is_image
 from naga.tokens import Risk
 from naga.v1 import model_pb2 as mpb
 from naga.v1 import wechat_media_pb2 as wmpb
@@ -34,7 +35,6 @@ from naga_core.workspace import Workspace, check_path
 NAME = "wechat.send_file"
 RISK = Risk.R2
 _PREFIX = "wechat:"
-_IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a")
 SPEC = mpb.ToolSpec(
     name=NAME.replace(".", "__"),
     description=(
@@ -109,10 +109,6 @@ def _read_workspace_file(root: str, path: str) -> tuple[bytes, str]:
         return f.read(WECHAT_SEND_MAX_BYTES + 1), os.path.basename(checked)
 
 
-def _looks_like_image(data: bytes) -> bool:
-    return data.startswith(_IMAGE_MAGIC) or (data[:4] == b"RIFF" and data[8:12] == b"WEBP")
-
-
 class WechatSendFileTool:
     def __init__(self, channel: WechatChannel, workspace: Workspace) -> None:
         self._channel = channel
@@ -154,7 +150,7 @@ class WechatSendFileTool:
             data, name = await self._load(args, target)
         except (_Refused, NagaError) as exc:  # a path refused, a blob not this one's
             return CoreToolAnswer(ok=False, error=f"{NAME}: {exc}")
-        image = args.kind == "image" or (not args.kind and _looks_like_image(data))
+        image = args.kind == "image" or (not args.kind and is_image(data))
         req = wmpb.WechatSendFileRequest(
             bot_id=target[0],
             to_user_id=target[1],

@@ -19,6 +19,7 @@ import struct
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
+from naga.media import sniff
 from naga.v1 import wechat_pb2 as wpb
 
 
@@ -94,30 +95,6 @@ def read_outbound(work_dir: str, name: str, limit: int) -> bytes:
     if len(data) > limit:
         raise MediaRefused(f"{name} is larger than {limit} bytes")
     return data
-
-
-_MAGIC = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-    (b"%PDF-", "application/pdf"),
-    (b"#!SILK_V3", "audio/silk"),
-    (b"\x02#!SILK_V3", "audio/silk"),
-    (b"#!AMR", "audio/amr"),
-    (b"PK\x03\x04", "application/zip"),
-)
-
-
-def sniff(data: bytes) -> str:
-    for magic, mime in _MAGIC:
-        if data.startswith(magic):
-            return mime
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    if data[4:8] == b"ftyp":
-        return "video/mp4"
-    return "application/octet-stream"
 
 
 def dimensions(data: bytes, mime: str) -> tuple[int, int]:
