@@ -40,7 +40,9 @@ def _read(path: str) -> str:
 
 def _shell_groups() -> list[str]:
     assert _CGROUPS.pids_parent is not None
-    return glob.glob(os.path.join(_CGROUPS.pids_parent, "naga-shell-*"))
+    # Only this process's (the in-process core's): another test file on the
+    # other xdist worker may run a shell command at the same moment.
+    return glob.glob(os.path.join(_CGROUPS.pids_parent, f"naga-shell-p{os.getpid()}-*"))
 
 
 class _Shell(threading.Thread):
