@@ -2,7 +2,7 @@
 real sandboxed worker (the hostile plugin, tests/plugin_host/_hostile.py)
 under a real core's plugin host, with limits small enough to reach in a
 test. Each attack ends in a clear error or the kill of that worker only,
-and the core keeps answering others at their usual speed."""
+and the core keeps answering others."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import base64
 import os
 import shutil
 import socket
-import statistics
 import tempfile
 import threading
 import time
@@ -50,6 +49,18 @@ LIMITED = WorkerTuning(
     disk_check_s=0.1,
     token_ttl_s=3.0,
 )
+
+
+# The frame flood: how long the worker floods; frames a full socket holds
+# beyond what the reader took (measured ~300 progress frames on Linux 6.x:
+# each write is its own skb, so the 208 KiB buffer fills after a few
+# hundred); the share of the flood's time the core's loop may spend on CPU
+# (measured: throttled 2,804 frames and 0.42 s of CPU in 4 s; with no
+# bucket 585,664 frames and 3.84 s).
+_FLOOD_S = 4.0
+_SOCKET_SLACK = 1000
+_CPU_SHARE = 0.5
+_CALLS_DURING_FLOOD = 40
 
 
 @dataclass
@@ -107,13 +118,9 @@ def _ended_by(limited: Limited, cause: str, tool: str, **arguments: object) -> s
     return said
 
 
-def _p50_ms(client: Client, calls: int) -> float:
-    samples: list[float] = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        client.status()
-        samples.append((time.perf_counter() - start) * 1000)
-    return statistics.median(samples)
+def _ident(thread: threading.Thread) -> int:
+    assert thread.ident is not None, "the core's thread has not started"
+    return thread.ident
 
 
 def test_a_pong_flood_ends_that_worker_at_the_first_pong(limited: Limited) -> None:
@@ -123,27 +130,48 @@ def test_a_pong_flood_ends_that_worker_at_the_first_pong(limited: Limited) -> No
     assert limited.client.status().processes[0].pid == os.getpid()  # the core serves on
 
 
-def test_a_frame_flood_is_read_slowly_and_the_core_answers_others_as_fast(
+def test_a_frame_flood_is_read_at_the_buckets_rate_and_the_core_answers_others(
     limited: Limited,
 ) -> None:
+    """The reader takes a flooding worker's frames at ``frames_per_s`` (after
+    one burst): the worker's writes block on a full socket, so what it sent is
+    bounded by the bucket, the core's loop spends little CPU on it, and every
+    other caller is answered meanwhile. No wall-clock ratio is asserted: a
+    loaded machine only lowers what the flood gets through."""
     _fresh(limited)
-    quiet = _p50_ms(limited.client, 40)
     flag = limited.work / "flooding"
     flag.unlink(missing_ok=True)
-    sent: list[object] = []
-    flood = threading.Thread(
-        target=lambda: sent.append(_invoke(limited, "flood", kind="progress", seconds=4))
-    )
+    outcome: list[object] = []
+
+    def run_flood() -> None:
+        try:
+            outcome.append(_invoke(limited, "flood", kind="progress", seconds=_FLOOD_S))
+        except sdk_errors.SdkError as ended:
+            outcome.append(ended)
+
+    core_cpu = time.pthread_getcpuclockid(_ident(limited.core.thread))
+    flood = threading.Thread(target=run_flood, name="flood")
     flood.start()
     try:
         while not flag.exists():  # the flood has begun once its flag is there
-            limited.client.status()
-        flooded = _p50_ms(limited.client, 40)
+            limited.client.status(timeout=READY_S)
+        cpu_before = time.clock_gettime(core_cpu)
+        for _ in range(_CALLS_DURING_FLOOD):  # each one answered, not refused
+            assert limited.client.status(timeout=READY_S).processes[0].pid == os.getpid()
     finally:
         flood.join()
-    assert isinstance(sent[0], int)
-    # Read at the bucket's rate, the flood leaves the loop to others.
-    assert flooded < 2 * max(quiet, 1.0), (quiet, flooded)
+    cpu_spent = time.clock_gettime(core_cpu) - cpu_before
+    (result,) = outcome
+    if isinstance(result, sdk_errors.SdkError):
+        # Pongs queue behind the flood's frames: on a slow enough machine the
+        # supervisor takes the worker for hung, which contains it as well.
+        assert "hung: no answer to a heartbeat" in str(result), result
+    else:
+        assert isinstance(result, int)
+        ceiling = LIMITED.frame_burst + LIMITED.frames_per_s * _FLOOD_S + _SOCKET_SLACK
+        assert result <= ceiling, (result, ceiling)
+    # Unthrottled, the loop spends nearly the whole flood parsing frames.
+    assert cpu_spent < _FLOOD_S * _CPU_SHARE, (cpu_spent, result)
 
 
 def test_one_plugin_cannot_take_every_subscribe_slot(limited: Limited) -> None:
