@@ -76,13 +76,15 @@ class SkillUse:
         return offer
 
     def view(self, running: Running, arguments_json: str) -> apb.ToolCallResponse:
-        ok, text, key = self.library.view(running.session, running.peer, arguments_json)
-        if not ok:
-            return apb.ToolCallResponse(ok=False, error=text)
+        viewed = self.library.view(running.session, running.peer, arguments_json)
+        if not viewed.ok:
+            return apb.ToolCallResponse(ok=False, error=viewed.text)
         turn = self._turns.get(running.id)
         if turn is not None:
-            turn.viewed.append(key)
-        return apb.ToolCallResponse(ok=True, result_json=text)
+            turn.viewed.append(viewed.key)
+        if viewed.folder and viewed.folder not in running.skill_dirs:
+            running.skill_dirs.append(viewed.folder)  # its shell commands may run its scripts
+        return apb.ToolCallResponse(ok=True, result_json=viewed.text)
 
     async def after(
         self,

@@ -206,7 +206,7 @@ class ToolCalls:
         )
         try:
             if "shell" in caps:
-                return await self._run_shell(result, what, link)
+                return await self._run_shell(result, what, link, tuple(running.skill_dirs))
             if "workspace" in caps and risk > Risk.R0:
                 return await self._stage(result, what, link)
         except (WorkspaceError, KernelError) as exc:  # refused, or applied and compensated
@@ -226,7 +226,9 @@ class ToolCalls:
             seq = self._journal(captured, what, link)
         return Answer(True, result_json=_changed_json(captured, seq, {}))
 
-    async def _run_shell(self, result_json: str, what: str, link: apb.TurnRecord) -> Answer:
+    async def _run_shell(
+        self, result_json: str, what: str, link: apb.TurnRecord, skill_dirs: tuple[str, ...]
+    ) -> Answer:
         decoded: object = json.loads(result_json)
         plan = cast("dict[str, object]", decoded).get("run") if isinstance(decoded, dict) else None
         if not isinstance(plan, dict):
@@ -243,7 +245,9 @@ class ToolCalls:
         shell = self._shell
         async with self._writes:
             root = self.workspace.root
-            outcome = await trio.to_thread.run_sync(lambda: shell.run(root, argv, float(timeout_s)))
+            outcome = await trio.to_thread.run_sync(
+                lambda: shell.run(root, argv, float(timeout_s), read_only=skill_dirs)
+            )
             captured = await trio.to_thread.run_sync(self.workspace.capture, outcome.staged)
             seq = self._journal(captured, what, link)
         extra: dict[str, object] = {"exit_code": outcome.exit_code, "ended": outcome.ended}

@@ -58,6 +58,9 @@ class Running:
         self.aborted = False
         self.scope = trio.CancelScope()
         self.steering: list[str] = []
+        #: Folders of the skill versions it viewed, read-only in its shell
+        #: commands (naga_core.skills._files).
+        self.skill_dirs: list[str] = []
         #: The images sent with its message (references; adr 0047).
         self.images: list[mpb.ImagePart] = []
         #: The turn's deadline (trio time); every hop below gets a share of

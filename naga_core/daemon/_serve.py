@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -105,6 +106,7 @@ from naga_core.ledger import Ledger, Projection
 from naga_core.plugins import PluginHost, PluginsConfig, journaled
 from naga_core.scheduler import AgentRunner, FireLog, JobCreateTool, Scheduler, SchedulerConfig
 from naga_core.skills import Library, SkillStore, curate_when_idle
+from naga_core.skills import clear_files as clear_skill_files
 from naga_core.wechat import ChannelConfig, WechatChannel, WechatSendFileTool
 from naga_core.workspace import Workspace
 
@@ -362,7 +364,11 @@ async def _serve(
     # The skill library: versions in the blob store, refs in kernel state;
     # its usage counts are read back from the ledger's skill.turn records
     # in the agent's start scan.
-    skills = Library(SkillStore(core.kernel, blob_store(config.home)))
+    # Viewed versions' files (for shell.run) are a cache of the blob store,
+    # cleared at each start.
+    skill_files = os.path.join(config.home.root, "work", "skills")
+    await trio.to_thread.run_sync(clear_skill_files, skill_files)
+    skills = Library(SkillStore(core.kernel, blob_store(config.home)), files_root=skill_files)
     agent = Agent(
         core,
         plugins,

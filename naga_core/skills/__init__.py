@@ -10,6 +10,7 @@ from naga_core.skills._curate import CurateAction
 from naga_core.skills._curate import apply as apply_curation
 from naga_core.skills._curate import plan as plan_curation
 from naga_core.skills._errors import Reason, SkillError, SkillNotFound, SkillRefused
+from naga_core.skills._files import clear as clear_files
 from naga_core.skills._format import (
     FOLDERS,
     SKILL_FILE,
@@ -30,6 +31,7 @@ from naga_core.skills._library import (
     Offer,
     Offered,
     Usage,
+    Viewed,
 )
 from naga_core.skills._lint import (
     POISON_KINDS,
@@ -101,9 +103,11 @@ __all__ = [
     "Tree",
     "TreeEntry",
     "Usage",
+    "Viewed",
     "Version",
     "apply_curation",
     "check_files",
+    "clear_files",
     "check_name",
     "check_scope",
     "curate_when_idle",

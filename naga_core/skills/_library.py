@@ -10,6 +10,7 @@ token cap; a body is loaded only when the model asks (``skill.view``).
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -21,10 +22,13 @@ from naga.v1 import skills_pb2 as skpb
 from naga.v1 import startparts_pb2 as sppb
 from naga_core.ledger import Entry, Ledger, Record
 from naga_core.skills._errors import SkillError
+from naga_core.skills._files import has_files, materialize
 from naga_core.skills._format import SKILL_FILE, SkillDoc
 from naga_core.skills._sediment import scopes_for
 from naga_core.skills._store import SkillRef, SkillStore
 from naga_core.skills._text import Bm25, weighted
+
+log = logging.getLogger("naga.skills")
 
 #: The ledger record of one turn's use of skills.
 TURN_KIND = "skill.turn"
@@ -78,6 +82,21 @@ class Offer:
             "\n\nSkills that may apply (call skill__view with the name to load one before "
             f"you follow it):\n{lines}"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Viewed:
+    """A ``skill.view`` answer: the result JSON (or the error), the
+    scope/name viewed, and the folder of its files ('' if none written)."""
+
+    ok: bool
+    text: str
+    key: str = ""
+    folder: str = ""
+
+    @classmethod
+    def failed(cls, error: str) -> Viewed:
+        return cls(False, error)
 
 
 @dataclass(slots=True)
@@ -137,8 +156,17 @@ class Usage:
 class Library:
     """The store plus what a turn needs of it (on the core's loop)."""
 
-    def __init__(self, store: SkillStore, *, clock: Callable[[], int] = time.time_ns) -> None:
+    def __init__(
+        self,
+        store: SkillStore,
+        *,
+        clock: Callable[[], int] = time.time_ns,
+        files_root: str | None = None,
+    ) -> None:
         self.store = store
+        #: Where viewed versions with scripts are written for ``shell.run``
+        #: (None: they are not; naga_core.skills._files).
+        self.files_root = files_root
         self.usage = Usage()
         self._clock = clock
         self._indexes: dict[str, _Index] = {}
@@ -217,35 +245,41 @@ class Library:
                 break
         return Offer(tuple(chosen))
 
-    def view(self, session: str, peer: str, arguments_json: str) -> tuple[bool, str, str]:
-        """Answer a ``skill.view`` call: (ok, result JSON or error, scope/name viewed)."""
+    def view(self, session: str, peer: str, arguments_json: str) -> Viewed:
+        """Answer a ``skill.view`` call."""
         try:
             args: object = json.loads(arguments_json or "{}")
         except ValueError as exc:
-            return False, f"{VIEW_TOOL}: the arguments are not JSON: {exc}", ""
+            return Viewed.failed(f"{VIEW_TOOL}: the arguments are not JSON: {exc}")
         if not isinstance(args, dict):
-            return False, f"{VIEW_TOOL}: the arguments must be an object", ""
+            return Viewed.failed(f"{VIEW_TOOL}: the arguments must be an object")
         name = args.get("name")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
         path = args.get("path") or SKILL_FILE  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
         if not isinstance(name, str) or not isinstance(path, str):
-            return False, f"{VIEW_TOOL}: name (and path) must be strings", ""
+            return Viewed.failed(f"{VIEW_TOOL}: name (and path) must be strings")
         try:
             ref = self.store.find(name, scopes_for(session, peer))
             if ref.archived:
-                return False, f"{VIEW_TOOL}: skill {name} is archived", ""
+                return Viewed.failed(f"{VIEW_TOOL}: skill {name} is archived")
             version = self.store.version(ref.commit)
             blob = version.tree.blob(path)
             if blob is None:
                 files = ", ".join(e.path for e in version.tree.entries)
-                return False, f"{VIEW_TOOL}: skill {name} has no file {path!r} ({files})", ""
+                return Viewed.failed(f"{VIEW_TOOL}: skill {name} has no file {path!r} ({files})")
             raw = self.store.blobs.get(blob)
         except SkillError as exc:
-            return False, f"{VIEW_TOOL}: {exc}", ""
+            return Viewed.failed(f"{VIEW_TOOL}: {exc}")
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            return False, f"{VIEW_TOOL}: {path} of {name} is not text ({len(raw)} bytes)", ""
-        result = {
+            return Viewed.failed(f"{VIEW_TOOL}: {path} of {name} is not text ({len(raw)} bytes)")
+        folder = ""
+        if self.files_root is not None and has_files(version):
+            try:
+                folder = materialize(self.store, version, self.files_root)
+            except (OSError, SkillError) as exc:  # the body is still worth showing
+                log.warning("skills: %s's files could not be written out: %s", name, exc)
+        result: dict[str, object] = {
             "name": name,
             "scope": ref.scope,
             "version": ref.commit.hex(),
@@ -254,7 +288,14 @@ class Library:
             "truncated": len(text) > _VIEW_CHARS,
             "files": [e.path for e in version.tree.entries],
         }
-        return True, json.dumps(result, ensure_ascii=False), f"{ref.scope}/{ref.name}"
+        if folder:
+            result["dir"] = folder
+            result["run"] = (
+                f"its files are read-only under {folder}; run a script with shell.run, "
+                f"e.g. sh {folder}/scripts/<file>"
+            )
+        text = json.dumps(result, ensure_ascii=False)
+        return Viewed(True, text, f"{ref.scope}/{ref.name}", folder)
 
     def turn_entry(
         self,
@@ -293,4 +334,5 @@ __all__ = [
     "Offer",
     "Offered",
     "Usage",
+    "Viewed",
 ]

@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO
 
@@ -104,7 +105,9 @@ class ShellRunner:
                 log.warning("shell commands run over a staged copy of the workspace: %s", why)
         return self._overlay
 
-    def _profile(self, live: str, timeout_s: float) -> tuple[Stage | OverlayStage, sandbox.Profile]:
+    def _profile(
+        self, live: str, timeout_s: float, read_only: Sequence[str]
+    ) -> tuple[Stage | OverlayStage, sandbox.Profile]:
         rlimits = sandbox.Rlimits(
             address_space=MEMORY_LIMIT,
             cpu_seconds=max(1, int(timeout_s) + 1),
@@ -123,11 +126,13 @@ class ShellRunner:
             else:
                 self.copy_because = None
                 return over, sandbox.Profile.shell(
-                    work_dir=over.merged, rlimits=rlimits, overlay=layers
+                    work_dir=over.merged, rlimits=rlimits, read_only=read_only, overlay=layers
                 )
         stage = Stage(live, self.stage_dir)
         stage.prepare()
-        return stage, sandbox.Profile.shell(work_dir=self.stage_dir, rlimits=rlimits)
+        return stage, sandbox.Profile.shell(
+            work_dir=self.stage_dir, rlimits=rlimits, read_only=read_only
+        )
 
     def _cgroup(self) -> sandbox.Cgroup | None:
         """A cgroup of its own for one command (CPU, memory, task count), or
@@ -144,9 +149,17 @@ class ShellRunner:
             return None
 
     def run(
-        self, live: str, argv: list[str], timeout_s: float, *, output_limit: int = OUTPUT_LIMIT
+        self,
+        live: str,
+        argv: list[str],
+        timeout_s: float,
+        *,
+        output_limit: int = OUTPUT_LIMIT,
+        read_only: Sequence[str] = (),
     ) -> ShellOutcome:
-        stage, profile = self._profile(live, timeout_s)
+        """Run ``argv`` over ``live``; ``read_only``: folders it may also
+        read (and run programs from), e.g. the skill versions its turn viewed."""
+        stage, profile = self._profile(live, timeout_s, read_only)
         cgroup = self._cgroup()
         try:
             handle = sandbox.launch(
