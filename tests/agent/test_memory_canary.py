@@ -21,7 +21,6 @@ executor and provider plugin, and the real CLI:
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
@@ -41,6 +40,7 @@ from naga_core.cli import main
 from naga_core.memory import FORGOTTEN, Sealer, subject_key_path
 from naga_core.plugins import PluginsConfig
 from tests.agent.conftest import PLUGINS, TUNING, ServerThread, final, write_providers
+from tests.canary_helpers import holds
 from tests.daemon.conftest import core_in_thread
 from tests.fakes.model_server import Reply
 from tests.ledger_helpers import verify_home
@@ -50,15 +50,6 @@ AGENT = AgentConfig(executors=1, turn_timeout_s=60).with_budgets(100_000)
 PEER = "webchat:canary-peer"
 OWNER_CANARY = "zq7owner" + uuid.uuid4().hex[:10]
 PEER_CANARY = "zq7peer" + uuid.uuid4().hex[:10]
-
-
-def _forms(canary: str) -> list[bytes]:
-    raw = canary.encode()
-    return [raw, base64.b64encode(raw)[:-2], raw.hex().encode(), raw.hex().upper().encode()]
-
-
-def _hits(data: bytes, canary: str) -> bool:
-    return any(form in data for form in _forms(canary))
 
 
 def _naga(capsys: pytest.CaptureFixture[str], home: str, *argv: str) -> tuple[int, Any]:
@@ -85,7 +76,7 @@ def _locate(home: Home, canary: str) -> set[str]:
     record_kinds: set[str] = set()
     with open_ledger(home, create=False) as ledger:
         for r in ledger.iter_records():
-            if _hits(r.payload, canary):
+            if holds(r.payload, canary):
                 record_kinds.add(r.kind)
                 places.add(f"ledger:{r.kind}")
             for digest in r.blob_refs:
@@ -93,7 +84,7 @@ def _locate(home: Home, canary: str) -> set[str]:
     db = sqlite3.connect(f"file:{projection_path(home)}?mode=ro", uri=True)
     try:
         for kind, payload in db.execute("SELECT kind, payload FROM records"):
-            if _hits(bytes(payload), canary):
+            if holds(bytes(payload), canary):
                 places.add(f"projection:{kind}")
     finally:
         db.close()
@@ -105,7 +96,7 @@ def _locate(home: Home, canary: str) -> set[str]:
                 continue
             with open(path, "rb") as f:
                 data = f.read()
-            if not _hits(data, canary):
+            if not holds(data, canary):
                 continue
             if rel.startswith("ledger/") and rel.endswith(".log") and record_kinds:
                 continue  # a segment: explained by the records found above

@@ -4,7 +4,8 @@ starts it at the first turn that needs a model (not before: it holds about
 provider. Structure, not wit: a non-empty reply arrives through the real
 core, a sandboxed executor and the provider plugin; the trace names the
 local model; a second turn reuses the running server. ``naga daemon status``
-lists the server, sandboxed like every process but the core."""
+lists the server, sandboxed like every process but the core; no file of the
+home (its log included) holds the owner's words."""
 
 from __future__ import annotations
 
@@ -21,12 +22,14 @@ from naga_core.agent import AgentConfig
 from naga_core.cli import main
 from naga_core.plugins import PluginsConfig
 from naga_core.supervisor import proc_status
+from tests.canary_helpers import files_holding, forms
 from tests.daemon.conftest import core_in_thread
 from tests.plugin_host.conftest import STEADY
 
 pytestmark = pytest.mark.slow
 
 AGENT = AgentConfig(executors=1, max_tokens=24, turn_timeout_s=240)
+CANARY = "zq7local" + uuid.uuid4().hex[:12]
 
 
 def test_a_turn_without_a_provider_file_runs_on_the_embedded_model(
@@ -40,7 +43,7 @@ def test_a_turn_without_a_provider_file_runs_on_the_embedded_model(
             with core.client() as c:
                 before = {p.role for p in c.status().processes}
                 assert "local-model" not in before, "started before a turn needed it"
-                for text in ("Say hello in one short sentence.", "And goodbye?"):
+                for text in (f"Say hello to {CANARY} in one short sentence.", "And goodbye?"):
                     events = list(c.run_turn("s-local", text, uuid.uuid4().hex, timeout=240.0))
                     last = events[-1]
                     assert last.WhichOneof("kind") == "final", last
@@ -64,6 +67,9 @@ def test_a_turn_without_a_provider_file_runs_on_the_embedded_model(
                     assert (proc["Seccomp"], proc["NoNewPrivs"]) == ("2", "1"), role
                 log = Path(home, "run", "local-model.log").read_text()
                 assert "POST /v1/chat/completions" in log
+                # The server's log, like every file of the home, holds none
+                # of the owner's words (issue 18: the prompts are not logged).
+                assert files_holding(home, forms(CANARY)) == []
 
                 capsys.readouterr()
                 assert main(["daemon", "status", "--home", home]) == 0

@@ -24,6 +24,7 @@ from naga.sdk.errors import InvalidArgument
 from naga.v1 import model_pb2 as mpb
 from naga_core.wechat import session_of
 from tests.agent.conftest import final, write_providers
+from tests.canary_helpers import files_holding
 from tests.fakes.model_server import Reply
 from tests.wechat.conftest import World, sent_texts
 
@@ -61,25 +62,6 @@ def _ask(world: World, item: dict[str, Any] | str, answer: str) -> list[dict[str
     return request.json()["messages"]
 
 
-def _under_home(world: World, needles: list[bytes]) -> list[str]:
-    """Files under the home (the workspace aside) holding any needle."""
-    hits: list[str] = []
-    workspace = os.path.join(world.home, "workspace")
-    for root, _dirs, files in os.walk(world.home):
-        if root == workspace or root.startswith(workspace + os.sep):
-            continue
-        for name in files:
-            path = os.path.join(root, name)
-            try:
-                with open(path, "rb") as f:
-                    data = f.read()
-            except OSError:
-                continue  # a socket, or a file gone while walking
-            if any(n in data for n in needles):
-                hits.append(path)
-    return hits
-
-
 def test_a_vision_provider_gets_the_exact_image_as_a_data_url_and_history_a_description(
     world: World,
 ) -> None:
@@ -115,7 +97,7 @@ def test_a_vision_provider_gets_the_exact_image_as_a_data_url_and_history_a_desc
     # the home outside the workspace, raw or as the data URL's base64.
     needles = [canary, base64.b64encode(png)[8:60]]
     assert os.listdir(os.path.join(world.home, "blobs"))  # the scan is not of an empty home
-    assert _under_home(world, needles) == []
+    assert files_holding(world.home, needles) == []
 
 
 def test_a_provider_without_vision_gets_a_placeholder_and_the_user_an_answer(
