@@ -10,7 +10,8 @@ JSON object.
   (``turn_overhead``: from its last byte read to its answer's last byte
   written; what the runtime adds around the model call: client, core,
   executor, provider, HTTP client), and the CPU time summed over every Naga
-  process (the core and its workers, from /proc/PID/stat) per turn;
+  process (the core and its workers, from /proc/PID/stat) per turn, also
+  per role (``turn_cpu_ms_by_role``);
 * throughput: ``--sessions`` sessions x ``--per-session`` turns at once;
 * resident memory of all Naga processes, idle and after ``--grow`` turns,
   also per role (``rss_by_role_mb``: core, executor, plugin:<name>; a role
@@ -375,7 +376,9 @@ def main() -> int:
             out["rss_idle_roles"] = sorted(idle_roles[p] for p in pids if p in idle_roles)
 
             server.script(args.turns)
+            roles = _roles(client, proc.pid)
             cpu0 = _cpu_s(pids)
+            cpu0_by = {pid: _cpu_s([pid]) for pid in roles}
             walls: list[float] = []
             at_model: list[float] = []
             for i in range(args.turns):
@@ -383,6 +386,10 @@ def main() -> int:
                 walls.append(_turn(client, f"seq-{i % 10}"))
                 at_model.append(sum(server.answer_s()[seen:]))
             cpu = _cpu_s(pids) - cpu0
+            cpu_by_role: dict[str, float] = {}
+            for pid, before in cpu0_by.items():
+                role = roles[pid]
+                cpu_by_role[role] = cpu_by_role.get(role, 0.0) + _cpu_s([pid]) - before
             out["turn_wall"] = _pct(walls)
             # What the runtime adds around the model call: the wall time
             # less the time the fake spent answering (request read to
@@ -390,6 +397,10 @@ def main() -> int:
             out["turn_overhead"] = _pct([w - m for w, m in zip(walls, at_model, strict=True)])
             out["model_answer"] = _pct(at_model)
             out["turn_cpu_ms_per_turn"] = round(cpu / args.turns * 1000, 2)
+            # Where that CPU goes (the same turns, per process role).
+            out["turn_cpu_ms_by_role"] = {
+                r: round(v / args.turns * 1000, 2) for r, v in sorted(cpu_by_role.items()) if v
+            }
 
             total = args.sessions * args.per_session
             server.script(total)
