@@ -3,9 +3,9 @@
 ``lanes.queue_mode`` (the mode of a message that names none) is the core's
 setting; the gateway reads it with ``GetSetting`` at start and again whenever a kernel
 effect that may change it becomes durable (one that writes it, a rollback,
-an abort), seen through a ledger ``Subscribe`` stream from the head. Every
-turn's budget debit is a kernel effect too: it is seen and passed over,
-without a call back to the core (docs/adr/0043). A change applies
+an abort), seen through a ledger ``Subscribe`` stream from the head that
+the core filters to those effects (a turn's budget debit, a kernel effect
+too, is not sent: docs/adr/0043, 0054). A change applies
 to what is sent after the gateway saw it (``lanes.max_concurrent``, the cap
 on running turns, is the core's alone: docs/adr/0028).
 :meth:`LaneSettings.wait_applied` says when a given ledger seq has been
@@ -98,7 +98,15 @@ class LaneSettings:
                 self._advance(event.caught_up.next_seq)
                 ready()
 
-        request = lpb.SubscribeRequest(from_seq=size, kinds=[KERNEL_EFFECT_KIND])
+        # Only settings effects (and rollbacks and aborts), and CaughtUp only
+        # after them: a turn's budget debits never reach the gateway, which
+        # would otherwise wake at every commit of every turn.
+        request = lpb.SubscribeRequest(
+            from_seq=size,
+            kinds=[KERNEL_EFFECT_KIND],
+            effect_families=[KERNEL_SETTING_FAMILY],
+            caught_up_after_records=True,
+        )
         await self._core.subscribe(request, on_event)
 
     async def _apply(self) -> None:

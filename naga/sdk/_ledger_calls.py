@@ -51,12 +51,25 @@ class LedgerCalls(Rpc):
         return self._read(_LEDGER + "ProveConsistency", req, lpb.ConsistencyProof, timeout)
 
     def subscribe(
-        self, from_seq: int = 0, kinds: Iterable[str] = (), *, timeout: float | None = None
+        self,
+        from_seq: int = 0,
+        kinds: Iterable[str] = (),
+        *,
+        effect_families: Iterable[str] = (),
+        caught_up_after_records: bool = False,
+        timeout: float | None = None,
     ) -> Subscription:
         """Records from ``from_seq`` on, then new ones as they are appended,
-        of the given kinds only (all when empty). Iterate it; ``cancel()``
-        ends it from another thread."""
-        req = lpb.SubscribeRequest(from_seq=from_seq, kinds=list(kinds))
+        of the given kinds only (all when empty); kernel effects only those
+        touching ``effect_families`` (or restoring any; all when empty);
+        ``caught_up_after_records``: a caught-up mark only after records were
+        sent. Iterate it; ``cancel()`` ends it from another thread."""
+        req = lpb.SubscribeRequest(
+            from_seq=from_seq,
+            kinds=list(kinds),
+            effect_families=list(effect_families),
+            caught_up_after_records=caught_up_after_records,
+        )
         return Subscription(self._stream(_LEDGER + "Subscribe", req, timeout))
 
     def blob(self, digest: bytes, *, timeout: float | None = None) -> bytes:

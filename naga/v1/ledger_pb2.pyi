@@ -384,10 +384,17 @@ class SubscribeRequest(_message.Message):
 
     FROM_SEQ_FIELD_NUMBER: _builtins.int
     KINDS_FIELD_NUMBER: _builtins.int
+    EFFECT_FAMILIES_FIELD_NUMBER: _builtins.int
+    CAUGHT_UP_AFTER_RECORDS_FIELD_NUMBER: _builtins.int
     from_seq: _builtins.int
     """First seq to send. Records from there to the head are sent first, then
     each new record as it becomes durable. OUT_OF_RANGE if greater than
     Head.size.
+    """
+    caught_up_after_records: _builtins.bool
+    """CaughtUp only once records were sent since the last one (and once when
+    the stream first reaches the end): a follower that needs only the
+    records then wakes only for them, not at every commit of the ledger.
     """
     @_builtins.property
     def kinds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -397,15 +404,26 @@ class SubscribeRequest(_message.Message):
         caller's credential allows (all, for the owner).
         """
 
+    @_builtins.property
+    def effect_families(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Kernel effects (kind kernel.effect) only when one of their state
+        changes is in one of these families, or when they are a rollback or an
+        abort (which may restore any family); empty: every effect. Records of
+        other kinds are not filtered by it. At most 16 entries, each 1 to 64
+        printable ASCII bytes without spaces.
+        """
+
     def __init__(
         self,
         *,
         from_seq: _builtins.int = ...,
         kinds: _abc.Iterable[_builtins.str] | None = ...,
+        effect_families: _abc.Iterable[_builtins.str] | None = ...,
+        caught_up_after_records: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_seq", b"from_seq", "kinds", b"kinds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caught_up_after_records", b"caught_up_after_records", "effect_families", b"effect_families", "from_seq", b"from_seq", "kinds", b"kinds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

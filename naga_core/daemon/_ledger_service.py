@@ -14,11 +14,13 @@ from google.protobuf.message import DecodeError, Message
 
 from naga.constants import (
     BLOB_CHUNK_BYTES,
+    KERNEL_EFFECT_KIND,
     MAX_BLOB_REFS,
     MAX_SUBSCRIBERS,
     RECORDS_PAGE_MAX_BYTES,
 )
 from naga.v1 import agent_pb2 as apb
+from naga.v1 import kernel_pb2 as kpb
 from naga.v1 import ledger_pb2 as lpb
 from naga_core._store import blob_store
 from naga_core.daemon import _checks, _convert
@@ -34,6 +36,10 @@ SERVICE = "naga.v1.LedgerService"
 RECORDS_DEFAULT = 100
 #: Most kinds one Subscribe may name.
 MAX_KINDS = MAX_BLOB_REFS
+#: Most effect families one Subscribe may name.
+MAX_EFFECT_FAMILIES = 16
+#: Effects that may restore state of any family.
+_RESTORING = (kpb.EFFECT_FORM_ROLLBACK, kpb.EFFECT_FORM_ABORT)
 #: Records a subscriber is sent per batch (one hop to the loop each).
 SUBSCRIBE_BATCH = 256
 #: GetBlob streams open at once (each holds a server thread, and a whole
@@ -90,7 +96,7 @@ class LedgerServicer:
 
     def get_records(self, _p: Principal, req: lpb.GetRecordsRequest) -> lpb.GetRecordsResponse:
         limit = _checks.page_limit("limit", req.limit, default=RECORDS_DEFAULT)
-        records = _page(self._core, req.from_seq, limit, kinds=None, sealer=self._sealer)[0]
+        records = _page(self._core, req.from_seq, limit, only=_Filter(None), sealer=self._sealer)[0]
         return lpb.GetRecordsResponse(records=records)
 
     def prove_inclusion(self, _p: Principal, req: lpb.ProveInclusionRequest) -> lpb.InclusionProof:
@@ -132,7 +138,13 @@ class LedgerServicer:
     def subscribe(self, p: Principal, req: lpb.SubscribeRequest) -> _Subscription:
         _checks.seq_at_most("from_seq", req.from_seq, self._core.ledger.size)
         kinds = visible_kinds(p, frozenset(req.kinds))
-        return _Subscription(self._core, req.from_seq, kinds, self._sealer)
+        return _Subscription(
+            self._core,
+            req.from_seq,
+            _Filter(kinds, frozenset(req.effect_families) or None),
+            self._sealer,
+            quiet=req.caught_up_after_records,
+        )
 
     def get_blob(self, _p: Principal, req: lpb.GetBlobRequest) -> _BlobChunks:
         return _BlobChunks(self._blobs, req.digest)
@@ -147,17 +159,50 @@ def visible_kinds(p: Principal, asked: frozenset[str]) -> frozenset[str] | None:
     return asked & visible if asked else visible
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Filter:
+    """Which records a stream sends: of ``kinds`` (None: any), and of the
+    kernel's effects those touching ``families`` (None: every one) or
+    restoring any."""
+
+    kinds: frozenset[str] | None
+    families: frozenset[str] | None = None
+
+    def passes(self, rec: Record) -> bool:
+        if self.kinds is not None and rec.kind not in self.kinds:
+            return False
+        if self.families is None or rec.kind != KERNEL_EFFECT_KIND:
+            return True
+        try:
+            effect = kpb.Effect.FromString(rec.payload)
+        except DecodeError:
+            return True  # not ours to judge: the reader sees it and decides
+        if effect.form in _RESTORING:
+            return True
+        return any(op.family in self.families for op in (*effect.forward, *effect.inverse))
+
+
 class _Subscription:
-    """One Subscribe stream's position; the bridge pulls batches from it."""
+    """One Subscribe stream's position; the bridge pulls batches from it.
+    ``quiet``: CaughtUp only after records were sent (and at first)."""
 
     def __init__(
-        self, core: Core, next_seq: int, kinds: frozenset[str] | None, sealer: Sealer | None
+        self,
+        core: Core,
+        next_seq: int,
+        only: _Filter,
+        sealer: Sealer | None,
+        *,
+        quiet: bool = False,
     ) -> None:
         self._core = core
         self._sealer = sealer
         self._next = next_seq
-        self._kinds = kinds
+        self._only = only
+        self._quiet = quiet
         self._announced = -1
+        #: Records sent since the last CaughtUp.
+        self._unannounced = 0
 
     async def next(self) -> Sequence[Message] | None:
         core = self._core
@@ -166,11 +211,17 @@ class _Subscription:
         if core.stopping.is_set():
             raise CoreStopping("naga-core is shutting down; subscribe again to the next one")
         records, self._next = _page(
-            core, self._next, SUBSCRIBE_BATCH, kinds=self._kinds, sealer=self._sealer
+            core, self._next, SUBSCRIBE_BATCH, only=self._only, sealer=self._sealer
         )
         events: list[Message] = [lpb.SubscribeEvent(record=r) for r in records]
-        if self._next >= core.ledger.size and self._announced != self._next:
+        self._unannounced += len(records)
+        at_end = self._next >= core.ledger.size and self._announced != self._next
+        if at_end and (not self._quiet or self._unannounced or self._announced < 0):
             events.append(lpb.SubscribeEvent(caught_up=lpb.CaughtUp(next_seq=self._next)))
+            self._unannounced = 0
+        if at_end:
+            # Quiet and nothing sent: this end counts as told (the stream
+            # waits for the next record instead of spinning on this one).
             self._announced = self._next
         return events
 
@@ -207,11 +258,11 @@ def _page(
     from_seq: int,
     limit: int,
     *,
-    kinds: frozenset[str] | None,
+    only: _Filter,
     sealer: Sealer | None = None,
 ) -> tuple[list[lpb.Record], int]:
     """Records from ``from_seq`` (at most ``limit``, and about
-    RECORDS_PAGE_MAX_BYTES, at least one), of ``kinds`` (None: any); and
+    RECORDS_PAGE_MAX_BYTES, at least one), those ``only`` passes; and
     the next seq. A turn record's sealed text is opened by ``sealer`` (its
     hashes are the stored record's: proofs come from ProveInclusion)."""
     ledger = core.ledger
@@ -223,7 +274,7 @@ def _page(
     while seq < end and scanned < limit:
         rec: Record = ledger.read(seq)
         scanned += 1
-        if kinds is None or rec.kind in kinds:
+        if only.passes(rec):
             n = len(rec.payload) + 32 * len(rec.blob_refs)
             if out and size + n > RECORDS_PAGE_MAX_BYTES:
                 break
@@ -268,6 +319,13 @@ def check_subscribe(req: lpb.SubscribeRequest) -> None:
         raise RequestRefused.invalid(f"kinds names {len(req.kinds)} kinds; at most {MAX_KINDS}")
     for kind in req.kinds:
         _checks.record_kind("kinds entry", kind)
+    if len(req.effect_families) > MAX_EFFECT_FAMILIES:
+        raise RequestRefused.invalid(
+            f"effect_families names {len(req.effect_families)} families; "
+            f"at most {MAX_EFFECT_FAMILIES}"
+        )
+    for family in req.effect_families:
+        _checks.record_kind("effect_families entry", family)
 
 
 __all__ = ["SERVICE", "LedgerServicer"]

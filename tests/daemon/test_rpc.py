@@ -110,6 +110,37 @@ def test_subscribe_sends_the_backlog_then_live_records_filtered_by_kind(home: st
             next(iter(c.subscribe(0, kinds=["has space"])))
 
 
+def test_subscribe_sends_only_the_effect_families_asked_and_is_quiet_between(home: str) -> None:
+    with core_in_thread(home) as core, core.client() as c:
+        c.set_setting("agent.max_steps", 30)  # 0: the setting family
+        c.set_trust("wechat:bob", "known", by_owner=True)  # 1: another family
+        sub = c.subscribe(
+            0, kinds=["kernel.effect"], effect_families=["setting"], caught_up_after_records=True
+        )
+        events = iter(sub)
+        assert next(events).record.seq == 0
+        assert next(events).caught_up.next_seq == 2  # told once at the start
+        c.set_trust("wechat:carol", "known", by_owner=True)  # 2: neither sent nor told
+        c.set_setting("agent.max_steps", 31)  # 3
+        assert next(events).record.seq == 3
+        assert next(events).caught_up.next_seq == 4
+        # A rollback may restore any family: it is sent.
+        undone = c.rollback(2, by_owner=True)
+        rolled = next(events)
+        assert rolled.record.seq == undone.seq
+        assert kpb.Effect.FromString(rolled.record.payload).form == kpb.EFFECT_FORM_ROLLBACK
+        assert next(events).caught_up.next_seq == undone.seq + 1
+        sub.cancel()
+        assert list(events) == []
+        # Unfiltered, every effect arrives, each with its caught-up mark.
+        plain = iter(c.subscribe(1, kinds=["kernel.effect"]))
+        assert [next(plain).record.seq, next(plain).record.seq] == [1, 2]
+        with pytest.raises(errors.InvalidArgument, match="effect_families entry"):
+            next(iter(c.subscribe(0, effect_families=["has space"])))
+        with pytest.raises(errors.InvalidArgument, match="at most 16"):
+            next(iter(c.subscribe(0, effect_families=[f"f{i}" for i in range(17)])))
+
+
 def test_subscribers_are_capped_and_end_when_the_core_stops(home: str) -> None:
     with core_in_thread(home) as core, core.client() as c:
         subs = [iter(c.subscribe(0)) for _ in range(8)]
