@@ -7,6 +7,7 @@ from naga_core.agent._core import Caller, Core
 from naga_core.agent._core_tools import CoreTool, CoreToolAnswer, CoreTools, TurnView
 from naga_core.agent._distill import Distilled, distill
 from naga_core.agent._distill_due import ARCHIVED_FAMILY, DISTILL, DueFold
+from naga_core.agent._distill_runner import Distillations
 from naga_core.agent._errors import (
     AgentError,
     AgentUnavailable,
@@ -51,6 +52,7 @@ __all__ = [
     "MAX_TURN_IMAGE_BYTES",
     "ARCHIVED_FAMILY",
     "DISTILL",
+    "Distillations",
     "Distilled",
     "DueFold",
     "distill",
