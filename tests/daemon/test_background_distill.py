@@ -29,7 +29,7 @@ from naga_core.agent import AgentConfig
 from naga_core.plugins import PluginsConfig
 from tests.agent.conftest import PLUGINS, ServerThread, model_server, write_providers
 from tests.daemon.conftest import InProcessCore, core_in_thread, start_core_process
-from tests.daemon.distill_helpers import distilled, wait_distilled
+from tests.daemon.distill_helpers import WAIT_S, distilled, wait_distilled
 from tests.fakes.model_server import Reply
 from tests.ledger_helpers import verify_home
 from tests.plugin_host.conftest import READY_S, STEADY
@@ -78,8 +78,14 @@ def _memories(tag: str, *, hold: str = "") -> Reply:
 
 
 def _held(model: ServerThread, name: str) -> None:
-    """Return once the held distillation request has reached the model."""
-    trio.from_thread.run(model.server.held, name, trio_token=model.token)
+    """Return once the held distillation request has reached the model
+    (failing after WAIT_S: a broken test, not a timing)."""
+
+    async def arrived() -> None:
+        with trio.fail_after(WAIT_S):
+            await model.server.held(name)
+
+    trio.from_thread.run(arrived, trio_token=model.token)
 
 
 def _distil_asks(model: ServerThread, tag: str) -> int:
