@@ -41,8 +41,6 @@ class Distillations:
         self._send, self._receive = trio.open_memory_channel[str](math.inf)
         #: queued and not started: archiving one again queues nothing more
         self._queued: set[str] = set()
-        #: distillations recorded by this core (a figure for the tests' logs)
-        self.recorded = 0
 
     def schedule(self, session: str) -> bool:
         """Queue ``session``'s distillation (on the trio thread); False if it
@@ -53,10 +51,6 @@ class Distillations:
         self._queued.add(session)
         self._send.send_nowait(session)
         return True
-
-    @property
-    def queued(self) -> int:
-        return len(self._queued)
 
     async def serve(
         self,
@@ -107,7 +101,6 @@ class Distillations:
         # no RPC here whose answer would settle them).
         if await trio.to_thread.run_sync(core.settle):
             core.notify_appended()
-        self.recorded += 1
         log.info("distill: session %s: %s (record %d)", session, done.outcome, done.seq)
 
 
