@@ -145,6 +145,9 @@ IDEMPOTENCY_KEYS_KEPT: Final = 1000
 #: Sessions whose history and keys the core keeps in memory (most recently
 #: used); the others keep a summary and are reloaded from the ledger on use.
 SESSIONS_KEPT: Final = 64
+#: Distillations of archived sessions the core runs at once, in the
+#: background (docs/adr/0050-distill18-background-distillation.md).
+DISTILL_AT_ONCE: Final = 1
 
 # --- plugins -----------------------------------------------------------------------
 #: The manifest file in a plugin's directory.

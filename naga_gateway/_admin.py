@@ -42,9 +42,9 @@ def _session_change(resp: capb.SessionChangeResponse) -> dict[str, Any]:
         "title": resp.title,
         "archived": resp.archived,
         "seq": resp.seq if resp.HasField("seq") else None,
-        # Archiving ends a session with its distillation (memory18).
-        "distill_seq": resp.distill_seq if resp.HasField("distill_seq") else None,
-        "distill_outcome": resp.distill_outcome,
+        # Archiving ends a session; its distillation runs in the core's
+        # background (ADR 0050), its outcome a memory.distill record.
+        "distilling": resp.distilling,
     }
 
 

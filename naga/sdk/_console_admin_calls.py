@@ -29,7 +29,11 @@ class ConsoleAdminCalls(Rpc):
         console_session: str = "",
         timeout: float | None = None,
     ) -> capb.SessionChangeResponse:
-        """Archive ``session`` (or, with ``archived=False``, bring it back)."""
+        """Archive ``session`` (or, with ``archived=False``, bring it back).
+        The answer comes once the archive is recorded; ``distilling`` says
+        the session's distillation was queued in the core's background
+        (ADR 0050): its outcome is the session's next ``memory.distill``
+        record."""
         req = capb.ArchiveSessionRequest(
             console_session=console_session, session=session, archived=archived
         )

@@ -33,6 +33,11 @@ if sys.version_info >= (3, 11):
 else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
+if sys.version_info >= (3, 13):
+    from warnings import deprecated as _deprecated
+else:
+    from typing_extensions import deprecated as _deprecated
+
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class _LogLevel:
@@ -127,6 +132,7 @@ class SessionChangeResponse(_message.Message):
     ARCHIVED_FIELD_NUMBER: _builtins.int
     DISTILL_SEQ_FIELD_NUMBER: _builtins.int
     DISTILL_OUTCOME_FIELD_NUMBER: _builtins.int
+    DISTILLING_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """The ledger entry of the change (a kernel registration that rollback
     undoes); absent when nothing changed.
@@ -134,13 +140,40 @@ class SessionChangeResponse(_message.Message):
     session: _builtins.str
     title: _builtins.str
     archived: _builtins.bool
-    distill_seq: _builtins.int
-    """memory18: archiving a session ends it, and ends with its distillation
-    (docs/design/memory.md): the `memory.distill` record's seq (absent when
-    none ran: unarchived, unchanged, or no message to distil) and its
-    outcome in words ("nothing worth remembering", "1 kept, 0 refused").
+    @_builtins.property
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def distill_seq(self) -> _builtins.int:
+        """Deprecated (distill18, docs/adr/0050-distill18-background-distillation.md):
+        the archive answered with its distillation's record seq and outcome
+        (memory18); the distillation now runs in the background, after the
+        answer, so neither is ever set. Its outcome is the `memory.distill`
+        record (MemoryDistillRecord) in the ledger. Kept so that old readers
+        still decode the answer.
+        """
+
+    @distill_seq.setter
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def distill_seq(self, value: _builtins.int) -> None:
+        """Deprecated (distill18, docs/adr/0050-distill18-background-distillation.md):
+        the archive answered with its distillation's record seq and outcome
+        (memory18); the distillation now runs in the background, after the
+        answer, so neither is ever set. Its outcome is the `memory.distill`
+        record (MemoryDistillRecord) in the ledger. Kept so that old readers
+        still decode the answer.
+        """
+
+    @_builtins.property
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def distill_outcome(self) -> _builtins.str: ...
+    @distill_outcome.setter
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def distill_outcome(self, value: _builtins.str) -> None: ...
+    distilling: _builtins.bool
+    """distill18: archiving ended the session and its distillation (one model
+    call, docs/design/memory.md) was queued to run in the background; its
+    outcome is the next `memory.distill` record of this session. False
+    when nothing changed or the session was unarchived.
     """
-    distill_outcome: _builtins.str
     def __init__(
         self,
         *,
@@ -150,10 +183,11 @@ class SessionChangeResponse(_message.Message):
         archived: _builtins.bool = ...,
         distill_seq: _builtins.int | None = ...,
         distill_outcome: _builtins.str = ...,
+        distilling: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_distill_seq", b"_distill_seq", "_seq", b"_seq", "distill_seq", b"distill_seq", "seq", b"seq"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_distill_seq", b"_distill_seq", "_seq", b"_seq", "archived", b"archived", "distill_outcome", b"distill_outcome", "distill_seq", b"distill_seq", "seq", b"seq", "session", b"session", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_distill_seq", b"_distill_seq", "_seq", b"_seq", "archived", b"archived", "distill_outcome", b"distill_outcome", "distill_seq", b"distill_seq", "distilling", b"distilling", "seq", b"seq", "session", b"session", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__distill_seq: _TypeAlias = _typing.Literal["distill_seq"]  # noqa: Y015
     _WhichOneofArgType__distill_seq: _TypeAlias = _typing.Literal["_distill_seq", b"_distill_seq"]  # noqa: Y015

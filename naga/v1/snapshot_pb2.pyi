@@ -277,6 +277,7 @@ class AgentImage(_message.Message):
     SKILLS_FIELD_NUMBER: _builtins.int
     LASTING_FIELD_NUMBER: _builtins.int
     UNKNOWN_FIELD_NUMBER: _builtins.int
+    DISTILL_DUE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def sessions(self) -> _containers.RepeatedCompositeFieldContainer[Global___SessionImage]:
         """Least recently used first."""
@@ -304,6 +305,12 @@ class AgentImage(_message.Message):
 
     @_builtins.property
     def unknown(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]: ...
+    @_builtins.property
+    def distill_due(self) -> _containers.RepeatedCompositeFieldContainer[Global___DistillDue]:
+        """distill18: the archived sessions whose distillation has no
+        `memory.distill` record after their archive yet (redone at start).
+        """
+
     def __init__(
         self,
         *,
@@ -314,14 +321,39 @@ class AgentImage(_message.Message):
         skills: _startparts_pb2.SkillUsageImage | None = ...,
         lasting: _abc.Iterable[_builtins.bytes] | None = ...,
         unknown: _abc.Iterable[_builtins.bytes] | None = ...,
+        distill_due: _abc.Iterable[Global___DistillDue] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "skills", b"skills"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["expiries", b"expiries", "lasting", b"lasting", "memory", b"memory", "open_turns", b"open_turns", "sessions", b"sessions", "skills", b"skills", "unknown", b"unknown"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["distill_due", b"distill_due", "expiries", b"expiries", "lasting", b"lasting", "memory", b"memory", "open_turns", b"open_turns", "sessions", b"sessions", "skills", b"skills", "unknown", b"unknown"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AgentImage: _TypeAlias = AgentImage  # noqa: Y015
+
+@_typing.final
+class DistillDue(_message.Message):
+    """A session archived at ledger record `archive_seq` and not distilled since."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_FIELD_NUMBER: _builtins.int
+    ARCHIVE_SEQ_FIELD_NUMBER: _builtins.int
+    session: _builtins.str
+    archive_seq: _builtins.int
+    def __init__(
+        self,
+        *,
+        session: _builtins.str = ...,
+        archive_seq: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_seq", b"archive_seq", "session", b"session"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DistillDue: _TypeAlias = DistillDue  # noqa: Y015
 
 @_typing.final
 class StartImage(_message.Message):

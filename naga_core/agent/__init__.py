@@ -6,6 +6,8 @@ from naga_core.agent._config import EXECUTOR_ROLE, SYSTEM_PROMPT, AgentConfig
 from naga_core.agent._core import Caller, Core
 from naga_core.agent._core_tools import CoreTool, CoreToolAnswer, CoreTools, TurnView
 from naga_core.agent._distill import Distilled, distill
+from naga_core.agent._distill_due import ARCHIVED_FAMILY, DISTILL, DueFold
+from naga_core.agent._distill_runner import Distillations
 from naga_core.agent._errors import (
     AgentError,
     AgentUnavailable,
@@ -48,7 +50,11 @@ __all__ = [
     "MAX_IMAGES_PER_TURN",
     "MAX_IMAGE_BYTES",
     "MAX_TURN_IMAGE_BYTES",
+    "ARCHIVED_FAMILY",
+    "DISTILL",
+    "Distillations",
     "Distilled",
+    "DueFold",
     "distill",
     "EXECUTOR_ROLE",
     "SESSION",

@@ -25,6 +25,7 @@ from naga.v1 import model_pb2 as mpb
 from naga.v1 import turn_pb2 as tpb
 from naga_core._store import blob_store
 from naga_core.agent._core import Core
+from naga_core.agent._distill_due import DISTILL
 from naga_core.agent._errors import AgentError, SessionNotFound
 from naga_core.agent._workers import AgentWorkers
 from naga_core.kernel import TrustTable
@@ -39,7 +40,6 @@ from naga_core.memory import (
     subject_of,
 )
 
-DISTILL = "memory.distill"
 #: Most bytes of history the call is shown (the newest).
 HISTORY_BYTES = 12_000
 #: Most memories one distillation keeps.

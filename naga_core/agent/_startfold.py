@@ -24,6 +24,7 @@ from naga.v1 import snapshot_pb2 as snpb
 from naga_core.agent import _recover
 from naga_core.agent import _sessions as rec
 from naga_core.agent._config import EXECUTOR_ROLE
+from naga_core.agent._distill_due import DueFold
 from naga_core.agent._errors import AgentError
 from naga_core.authz import MINTED_KIND, SPENT_FAMILY
 from naga_core.kernel import EFFECT_KIND
@@ -72,6 +73,8 @@ class StartFold:
         #: dropped what the fold knew of them (a rollback brought it back):
         #: :meth:`resolve` finds their tokens again
         self.unknown: set[bytes] = set()
+        #: the archived sessions not distilled since (distill18)
+        self.distill_due = DueFold()
 
     def see(self, record: Record) -> None:
         """Fold one record; records come in ledger order, each once."""
@@ -87,8 +90,14 @@ class StartFold:
             self._minted(record)
             return
         if record.kind == EFFECT_KIND:
-            self._applied(record)
+            try:  # parsed once for both of its readers
+                effect = kpb.Effect.FromString(record.payload)
+            except DecodeError:
+                return
+            self._applied(effect)
+            self.distill_due.see_effect(record.seq, effect)
             return
+        self.distill_due.see(record)
         body = rec.body_of(record)
         if body is not None:
             self.sessions.note(record.kind, body, record.seq, record.timestamp_ns)
@@ -113,13 +122,9 @@ class StartFold:
         else:
             self.lasting.add(minted.id)
 
-    def _applied(self, record: Record) -> None:
+    def _applied(self, effect: kpb.Effect) -> None:
         """Spending set for a token the fold no longer knows: only a rollback
         past a prune does that (a debit follows its token's mint)."""
-        try:
-            effect = kpb.Effect.FromString(record.payload)
-        except DecodeError:
-            return
         for op in effect.forward:
             if op.family != SPENT_FAMILY or not op.HasField("value"):
                 continue
@@ -214,6 +219,7 @@ class StartFold:
         img.skills.CopyFrom(self.usage.image())
         img.lasting.extend(sorted(self.lasting))
         img.unknown.extend(sorted(self.unknown))
+        img.distill_due.extend(self.distill_due.image())
         return img
 
     @classmethod
@@ -233,6 +239,7 @@ class StartFold:
             fold.sessions.restore(img.sessions, through=seq)
             fold.memory = MemoryFold.restore(img.memory, through=seq)
             fold.usage = Usage.restore(img.skills)
+            fold.distill_due = DueFold.restore(img.distill_due, through=seq)
         except ValueError as exc:
             raise FoldImageRejected(f"the agent image at seq {seq} is unusable: {exc}") from None
         for t in img.open_turns:

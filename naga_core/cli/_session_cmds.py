@@ -66,9 +66,16 @@ def archive(args: argparse.Namespace, home: Home) -> Outcome:
     with Client.connect(home.root) as core:
         resp = core.archive_session(args.session, True)
     seq = resp.seq if resp.HasField("seq") else None
-    return _changed(
+    out = _changed(
         args.session, seq, f"archived session {args.session}", "unchanged: it was archived already"
     )
+    # The core answered before its distillation's model call (ADR 0050).
+    out.data["distilling"] = resp.distilling
+    if resp.distilling:
+        out.lines.append(
+            "its memories are distilled in the background (a memory.distill record in the ledger)"
+        )
+    return out
 
 
 def unarchive(args: argparse.Namespace, home: Home) -> Outcome:

@@ -33,7 +33,7 @@ from naga_core._providers import (
     ProvidersFileError,
     providers_path,
 )
-from naga_core.agent import SESSION, Agent, AgentError, distill
+from naga_core.agent import SESSION, Agent, Distillations
 from naga_core.daemon import _checks, _core_log
 from naga_core.daemon._auth import Principal
 from naga_core.daemon._bridge import AsyncUnary, Method, Unary
@@ -207,6 +207,7 @@ class ConsoleAdminServicer:
         wechat: WechatServicer,
         installs: InstallServicer,
         skills: SkillServicer | None = None,
+        distillations: Distillations | None = None,
     ) -> None:
         self._core = core
         self._logins = logins
@@ -217,11 +218,12 @@ class ConsoleAdminServicer:
         self._wechat = wechat
         self._installs = installs
         self._skills = skills
+        self._distillations = distillations
 
     def methods(self) -> list[Method]:
         return [
             Unary("RenameSession", capb.RenameSessionRequest, self.rename, check_rename),
-            AsyncUnary("ArchiveSession", capb.ArchiveSessionRequest, self.archive, check_archive),
+            Unary("ArchiveSession", capb.ArchiveSessionRequest, self.archive, check_archive),
             AsyncUnary("ReadLog", capb.ReadLogRequest, self.read_log, check_log),
             Unary("ChangeSetting", capb.ChangeSettingRequest, self.change_setting, check_change),
             AsyncUnary(
@@ -307,33 +309,18 @@ class ConsoleAdminServicer:
         seq = self._meta.rename(req.session, check_title(req.title))
         return self._session_answer(req.session, seq)
 
-    async def archive(
-        self, p: Principal, req: capb.ArchiveSessionRequest
-    ) -> capb.SessionChangeResponse:
+    def archive(self, p: Principal, req: capb.ArchiveSessionRequest) -> capb.SessionChangeResponse:
         self._owner(p, req.console_session)
         self._known(req.session)
         seq = self._meta.archive(req.session, req.archived)
         out = self._session_answer(req.session, seq)
-        if seq is not None and req.archived:
+        if seq is not None and req.archived and self._distillations is not None:
             # Archiving ends the session: its end-of-session distillation
-            # (one model call; "nothing" is an answer), trust-gated and
-            # linted as a write by its peer, recorded as memory.distill. A
-            # failure is the distillation's outcome, never the archive's.
-            agent = self._agent
-            try:
-                session = await agent.session(req.session)
-                done = await distill(
-                    agent.core,
-                    agent.workers,
-                    agent.memory.store,
-                    req.session,
-                    list(session.entries),
-                )
-            except AgentError as exc:
-                out.distill_outcome = f"not distilled: {exc}"
-            else:
-                out.distill_seq = done.seq
-                out.distill_outcome = done.outcome
+            # (one model call; "nothing" is an answer) runs in the
+            # background after this answer (ADR 0050), recorded as
+            # memory.distill; a failure is its outcome, never the archive's.
+            self._distillations.schedule(req.session)
+            out.distilling = True
         return out
 
     # --- the log -------------------------------------------------------------------------

@@ -51,6 +51,7 @@ from naga_core.agent import (
     Agent,
     AgentConfig,
     AgentWorkers,
+    Distillations,
     StartFold,
     ToolCalls,
     enable_shipped_tools,
@@ -269,6 +270,7 @@ def _bridge(
     gateway: GatewayProcess | None,
     wechat: WechatChannel,
     scheduler: Scheduler,
+    distillations: Distillations,
 ) -> Bridge:
     bridge = Bridge(
         authorizer=authorizer,
@@ -334,6 +336,7 @@ def _bridge(
         wechat=wechat_service,
         installs=installs,
         skills=skills,
+        distillations=distillations,
     )
     bridge.add(CONSOLE_ADMIN_SERVICE, admin.methods())
     unruled = sorted(set(bridge.served) - set(POLICY))
@@ -408,6 +411,7 @@ async def _serve(
     core.on_rollback(scheduler.poke)  # a rollback may bring a job back or take it away
     agent.core_tools.add(JobCreateTool(scheduler.jobs, scheduler.committed, scheduler.upcoming))
     agent.core_tools.add(WechatSendFileTool(wechat, tools.workspace))
+    distillations = Distillations(agent)
     bridge = _bridge(
         core,
         authorizer,
@@ -417,6 +421,7 @@ async def _serve(
         gateway=gateway,
         wechat=wechat,
         scheduler=scheduler,
+        distillations=distillations,
     )
     notifier = config.notifier
     liveness = Liveness(core.ledger, stopping=core.stopping.is_set)
@@ -444,6 +449,10 @@ async def _serve(
 
         await nursery.start(start.guard.serve, tampered)
         await nursery.start(agent.serve, start.cleaned, start.crashed, start.fold)
+        # Archived sessions the last core did not distil (its stop cancelled
+        # them, or it crashed): read off the fold while it is at the head and
+        # nothing else reads it (the snapshot writer advances it off the loop).
+        due = [session for session, _ in start.fold.distill_due.due()]
         # The fold is at the head and nothing advances it until the snapshot
         # writer follows it: the scheduler's fires are copied from it here.
         scheduler.begin(start.fires.copy(), start.fold.seq)
@@ -464,6 +473,10 @@ async def _serve(
                 # and the console say what a turn is offered.
                 await enable_shipped_tools(core, plugins)
             await nursery.start(liveness.watched, "the executors", workers.serve, core, report)
+            # Once the provider can be started; an archive served before this
+            # queued its session already. Cancelled with the nursery at the
+            # stop: a call in flight records nothing, and is due again.
+            await nursery.start(distillations.serve, due)
             agent.recover()
             await nursery.start(wechat.serve)
             if agent.skills is not None:  # skills.curate_every_h; off by default

@@ -6,11 +6,11 @@ bar, ``naga session list``) reads them back from the state."""
 from __future__ import annotations
 
 from naga.v1 import turn_pb2 as tpb
+from naga_core.agent import ARCHIVED_FAMILY
 from naga_core.daemon._core import Core
 from naga_core.daemon._errors import RequestRefused
 
 TITLE_FAMILY = "session.title"
-ARCHIVED_FAMILY = "session.archived"
 MAX_TITLE_CHARS = 80
 
 

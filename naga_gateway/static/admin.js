@@ -277,7 +277,10 @@
         const flip = async () => {
           try {
             const done = await rpc.request("session.archive", { session: s.session, archived: !s.archived });
-            await after((done.archived ? "Archived " : "Unarchived ") + s.session + seqWords(done.seq));
+            // The core answers before the distillation's model call: it
+            // runs in the background, its outcome a memory.distill record.
+            const distilling = done.distilling ? "; distilling its memories in the background" : "";
+            await after((done.archived ? "Archived " : "Unarchived ") + s.session + seqWords(done.seq) + distilling);
           } catch (err) { status.say(err.message, true); }
         };
         return [

@@ -30,7 +30,7 @@ from naga_gateway import Gateway, GatewayConfig, GrpcCore
 from naga_gateway import _protocol as proto
 from naga_gateway.errors import CoreCallFailed
 from tests.agent.conftest import ServerThread, model_server
-from tests.fakes.model_server import Reply
+from tests.fakes.model_server import Recorded, Reply
 from tests.gateway import _console as c
 from tests.gateway._client import WsClient
 
@@ -88,7 +88,18 @@ def core(
     tmp_path_factory: pytest.TempPathFactory, model_server: ServerThread
 ) -> Iterator[c.RealCore]:
     with c.real_core(tmp_path_factory.mktemp("console-admin"), model_server) as core:
+        # An archive's distillation runs in the core's background (ADR 0050):
+        # answered here, it never takes a reply a later turn scripted.
+        server = core.model.server
+        core.model.run(lambda: setattr(server, "responder", _distillation))
         yield core
+        core.model.run(lambda: setattr(server, "responder", None))
+
+
+def _distillation(request: Recorded) -> Reply | None:
+    if b"You distil long-term memories" in request.body:
+        return Reply.answer('{"memories": []}')
+    return None
 
 
 def _turn(core: c.RealCore, session: str, text: str) -> None:
@@ -155,6 +166,8 @@ def test_a_session_is_renamed_archived_and_back_and_the_cli_agrees(
 
         d.find_element("css selector", 'button.archive[data-session="groceries"]').click()
         c.wait(d, "the archive", lambda _: "Archived groceries" in _status(d, "session-status"))
+        # Answered before its distillation's model call, and said so.
+        assert "distilling its memories in the background" in _status(d, "session-status")
         c.wait(d, "the side bar without it", lambda _: "groceries" not in _sidebar(d))
         assert "groceries" not in {
             r["session"] for r in _cli(capsys, core.home, "session", "list")["sessions"]

@@ -18,6 +18,7 @@ import pytest
 from naga.sdk import Client
 from naga_core.cli import main as cli_main
 from tests.agent.conftest import ServerThread, model_server
+from tests.daemon.distill_helpers import distilled, wait_distilled
 from tests.fakes.model_server import Reply
 from tests.gateway import _console as c
 
@@ -133,9 +134,10 @@ def test_archiving_a_session_ends_it_with_its_distillation(
     core: c.RealCore, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Through the real core: archiving a session (the owner's act that
-    ends it) runs its distillation, one model call whose facts are kept and
-    whose instructions posing as facts the lint refuses; unarchiving does
-    not distil, and "nothing" is an answer."""
+    ends it) answers at once and runs its distillation in the background
+    (ADR 0050), one model call whose facts are kept and whose instructions
+    posing as facts the lint refuses, recorded as memory.distill; unarchiving
+    does not distil, and "nothing" is an answer."""
     tag = uuid.uuid4().hex[:8]
     core.model.script(Reply.answer("Nice to meet you."))
     with Client.connect(core.home) as client:
@@ -150,20 +152,35 @@ def test_archiving_a_session_ends_it_with_its_distillation(
     first = len(core.model.server.requests)
     core.model.script(Reply.answer(json.dumps(memories)))
     with Client.connect(core.home) as client:
+        start = client.head().size
         done = client.archive_session("mem-end")
-        assert done.archived, done
-        assert done.HasField("distill_seq"), done
-        assert done.distill_outcome == "1 kept, 1 refused", done
+        assert (done.archived, done.distilling) == (True, True), done
+        assert not done.HasField("distill_seq"), done  # deprecated: never set now
+        seq, body = wait_distilled(client, "mem-end", start)
+        assert seq > done.seq
+        assert (body.outcome, body.refused, len(body.item_ids)) == ("1 kept, 1 refused", 1, 1)
         asked = core.model.server.requests[first].json()["messages"]
         assert asked[0]["content"].startswith("You distil long-term memories")
         assert f"person: I am a nurse in Lyon {tag}." in asked[1]["content"]
         back = client.archive_session("mem-end", archived=False)
-        assert not back.HasField("distill_seq"), back
-        assert back.distill_outcome == ""
-        assert len(core.model.server.requests) == first + 1  # no call for unarchiving
+        assert (back.archived, back.distilling) == (False, False), back
         core.model.script(Reply.answer('{"memories": []}'))
+        start = client.head().size
         again = client.archive_session("mem-end")
-        assert again.distill_outcome == "nothing worth remembering", again
+        assert again.distilling, again
+        _, body = wait_distilled(client, "mem-end", start)
+        assert body.outcome == "nothing worth remembering", body
+        # Two archives, two calls: unarchiving made none.
+        assert len(core.model.server.requests) == first + 2
+        assert len(distilled(client, "mem-end")) == 2
     texts = [i["text"] for i in _cli(capsys, core.home, "memory", "list")["items"]]
     assert texts.count(f"The owner works as a nurse in Lyon {tag}") == 1
     assert not any("audit@evil.example" in t for t in texts)
+    # The CLI says the same of an archive: answered, distilling meanwhile.
+    core.model.script(Reply.answer('{"memories": []}'))
+    with Client.connect(core.home) as client:
+        client.archive_session("mem-end", archived=False)
+        start = client.head().size
+        out = _cli(capsys, core.home, "session", "archive", "mem-end")
+        assert (out["changed"], out["distilling"]) == (True, True), out
+        wait_distilled(client, "mem-end", start)

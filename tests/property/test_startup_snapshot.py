@@ -37,7 +37,7 @@ from naga.v1 import memory_pb2 as mmpb
 from naga.v1 import skills_pb2 as skpb
 from naga.v1 import snapshot_pb2 as snpb
 from naga_core._home import Home
-from naga_core.agent import EXECUTOR_ROLE, StartFold, spent_ids
+from naga_core.agent import ARCHIVED_FAMILY, DISTILL, EXECUTOR_ROLE, StartFold, spent_ids
 from naga_core.agent._sessions import Sessions
 from naga_core.authz import MINTED_KIND, SPENT_FAMILY
 from naga_core.daemon._startup import (
@@ -112,6 +112,9 @@ OPS = st.lists(
         st.tuples(st.just("skill"), st.integers(0, 3), st.integers(0, 7)),
         st.tuples(st.just("fire"), st.integers(0, 2), st.integers(0, 7)),
         st.tuples(st.just("fired"), st.integers(0, 2), st.just(0)),
+        st.tuples(st.just("archive"), st.integers(0, 2), st.just(0)),
+        st.tuples(st.just("unarchive"), st.integers(0, 2), st.just(0)),
+        st.tuples(st.just("distilled"), st.integers(0, 2), st.just(0)),
     ),
     min_size=1,
     max_size=40,
@@ -194,6 +197,13 @@ class _Home:
             self.ledger.append_many([Entry.of(TURN_KIND, turn.SerializeToString())])
         elif what == "fire":
             self._fire(f"j{a}", b)
+        elif what == "archive":  # distill18: due from here (ADR 0050)
+            k.register(ARCHIVED_FAMILY, f"s{a}", True, description=f"archive session s{a}")
+        elif what == "unarchive":
+            k.register(ARCHIVED_FAMILY, f"s{a}", None, description=f"unarchive session s{a}")
+        elif what == "distilled":
+            body = mmpb.MemoryDistillRecord(session=f"s{a}", outcome="nothing worth remembering")
+            self.ledger.append_many([Entry.of(DISTILL, body.SerializeToString())])
         elif what == "fired" and self.fired:
             fire = self.fired.pop(a % len(self.fired))
             message = _turn(
@@ -293,6 +303,11 @@ def _same_start(a: Opened, b: Opened, ledger: Ledger) -> None:
     assert fa.memory == fb.memory
     assert fa.skills == fb.skills
     assert a.fires.image() == b.fires.image()
+    assert list(fa.distill_due) == list(fb.distill_due)
+    # Due only while archived: every way the mark goes (unarchive, undo,
+    # rollback) takes the session out of what a start distils again.
+    archived = a.kernel.state.family(ARCHIVED_FAMILY)
+    assert {d.session for d in fa.distill_due} <= set(archived)
     if ledger.size:
         to = ledger.size // 2
         pa, pb = a.kernel.preview_rollback(to), b.kernel.preview_rollback(to)
@@ -389,6 +404,18 @@ def _same_as_rebuild(opened: Opened, ledger: Ledger) -> None:
         ("rollback", 0, 0),
         ("snapshot", 0, 0),
         ("rollback", 3, 0),
+    ]
+)
+# Archived sessions due across a snapshot: one distilled after it, one
+# still due, one unarchived by a rollback (ADR 0050).
+@example(
+    ops=[
+        ("archive", 0, 0),
+        ("archive", 1, 0),
+        ("archive", 2, 0),
+        ("snapshot", 0, 0),
+        ("distilled", 1, 0),
+        ("rollback", 1, 0),
     ]
 )
 def test_a_snapshot_start_equals_a_full_replay(ops: list[tuple[str, int, int]]) -> None:
