@@ -181,7 +181,13 @@ class ExecutorCalls:
             # The request's blob is made durable while the model answers:
             # its syncs (file, fan-out directory) are off the turn's path.
             nursery.start_soon(partial(trio.to_thread.run_sync, put_request))
-            sent = await trio.to_thread.run_sync(self._with_images, running, request)
+            # Off the loop only when there are images to read and check (no
+            # thread hop on every model call).
+            sent = (
+                await trio.to_thread.run_sync(self._with_images, running, request)
+                if any(m.images for m in request.messages)
+                else request
+            )
             reply = await self._provider_call(sent, running, on_text)
             took_us = (rec.now_ns() - started) // 1000
         if failed_put:

@@ -101,7 +101,10 @@ class SkillUse:
         grant: Grant | None = None
         left: int | None = None
         try:
-            if token is not None and not outcome.error_kind:
+            # The grant is for the review's model call alone: with reviews
+            # off (the default), no token check on every turn's way out.
+            reviewing = self.core.settings.get_text("skills.review") == "on"
+            if reviewing and token is not None and not outcome.error_kind:
                 grant = authority.verify(
                     token.to_bytes(), authority.request(EXECUTOR_ROLE, session=running.session)
                 )
