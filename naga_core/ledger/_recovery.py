@@ -40,6 +40,7 @@ from naga_core.ledger._segment import (
     Seal,
     decode_index,
     decode_seal,
+    index_summary,
     parse_name,
     scan_segment,
 )
@@ -137,11 +138,16 @@ def check_seal(
     prev: Seal | None,
     prev_leaf: bytes,
     excess_ok: bool = False,
+    entries: bool = True,
 ) -> tuple[Seal, array[int], bytes]:
     """Validate one sealed segment cheaply (hashes, signatures, links).
 
     Returns the seal, the record offsets and the concatenated leaf hashes
-    from its index. Raises LedgerCorrupt naming the file.
+    from its index; with ``entries=False`` (a start, which reads a sealed
+    segment's index only when asked: the ledger checks it against the seal
+    again then) the index is checked as a whole (its hash, its count, its
+    last leaf) without decoding every entry, and the offsets hold only the
+    last record's. Raises LedgerCorrupt naming the file.
     """
     stem = os.path.join(seg_dir, f"{first:020d}")
     seal_path, idx_path, log_path = stem + SEAL_SUFFIX, stem + INDEX_SUFFIX, stem + SEGMENT_SUFFIX
@@ -205,10 +211,15 @@ def check_seal(
     if hashlib.sha256(idx).digest() != seal.index_sha256:
         raise LedgerCorrupt(idx_path, None, "index does not match its seal")
     try:
-        offsets, leaves = decode_index(idx)
+        if entries:
+            offsets, leaves = decode_index(idx)
+            count, last_leaf = len(offsets), leaves[-32:]
+        else:
+            count, last_offset, last_leaf = index_summary(idx)
+            offsets, leaves = array("Q", [last_offset]), last_leaf
     except ValueError as exc:
         raise LedgerCorrupt(idx_path, None, str(exc)) from None
-    if len(offsets) != seal.count or leaves[-32:] != seal.last_leaf_hash:
+    if count != seal.count or last_leaf != seal.last_leaf_hash:
         raise LedgerCorrupt(idx_path, None, "index does not match its seal")
     first_frame = check_frame(memoryview(fs.read(log_path, 0, min(seal.bytes, 1 << 21))), 0)
     if not isinstance(first_frame, Frame) or first_frame.prev_hash != prev_leaf:
@@ -280,6 +291,7 @@ def recover(
                 prev=prev,
                 prev_leaf=state.last_leaf,
                 excess_ok=True,
+                entries=False,
             )
             excess = fs.size(log_path) - seal.bytes
             if excess > 0:

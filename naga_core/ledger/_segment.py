@@ -228,6 +228,21 @@ def encode_index(offsets: array[int], leaves: bytes) -> bytes:
     return b"".join(parts)
 
 
+def index_summary(data: bytes) -> tuple[int, int, bytes]:
+    """(entries, last offset, last leaf hash) of an index, read from its
+    header and last entry only; ValueError naming the problem (as
+    :func:`decode_index`, which reads every entry)."""
+    if not data.startswith(_INDEX_MAGIC) or len(data) < len(_INDEX_MAGIC) + 8:
+        raise ValueError("not a segment index (bad magic)")
+    n = int.from_bytes(data[8:16], "big")
+    if len(data) != 16 + n * _INDEX_ENTRY.size:
+        raise ValueError(f"index claims {n} entries but has {len(data) - 16} bytes of entries")
+    if n == 0:
+        return 0, 0, b""
+    offset, leaf = _INDEX_ENTRY.unpack_from(data, len(data) - _INDEX_ENTRY.size)
+    return n, offset, leaf
+
+
 def decode_index(data: bytes) -> tuple[array[int], bytes]:
     """(offsets, concatenated leaf hashes); ValueError naming the problem."""
     if not data.startswith(_INDEX_MAGIC) or len(data) < len(_INDEX_MAGIC) + 8:
