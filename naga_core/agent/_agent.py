@@ -857,7 +857,15 @@ class Agent:
             raise NoTurnRunning(f"session {session} runs no turn")
         return running
 
-    def steer(self, req: tpb.SteerTurnRequest) -> int:
+    async def steer(self, req: tpb.SteerTurnRequest) -> int:
+        """Steer the session's running turn; the steering message's seq. A
+        key the session's window knows is not steered again (a client
+        resending after a reconnect): its recorded seq, whichever turn now
+        runs. The session is read back first, so the window is whole."""
+        if self.sessions.get(req.session) is not None:
+            known = (await self.session(req.session)).keys.get(req.idempotency_key)
+            if known is not None:
+                return known.message_seq
         running = self.session_turn(req.session)
         body = apb.TurnRecord(
             session=req.session,
