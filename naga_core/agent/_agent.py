@@ -347,6 +347,7 @@ class Agent:
         if busy is not None and req.mode == tpb.QUEUE_MODE_INTERRUPT:
             busy.aborted = True
             busy.scope.cancel()
+            running.interrupts = busy
         self._nursery.start_soon(functools.partial(self._run, running, req.text, waiting=waiting))
         return TurnCursor(running)
 
@@ -549,6 +550,11 @@ class Agent:
         self.core.write(
             lambda: stage_minted(self.core.ledger, token, by=f"core: turn {running.id}")
         )
+        if running.interrupts is not None:
+            # The aborted turn's end is durable before this is acknowledged:
+            # a kill after the ack cannot bring it back (a start re-runs a
+            # turn with no end), so an acknowledged interrupt did stop it.
+            await running.interrupts.wait_ended()
         await self._settle()
         running.message_seq = seq
         running.accepted = True
