@@ -347,6 +347,7 @@ class Agent:
         if busy is not None and req.mode == tpb.QUEUE_MODE_INTERRUPT:
             busy.aborted = True
             busy.scope.cancel()
+            running.interrupts = busy
         self._nursery.start_soon(functools.partial(self._run, running, req.text, waiting=waiting))
         return TurnCursor(running)
 
@@ -549,6 +550,11 @@ class Agent:
         self.core.write(
             lambda: stage_minted(self.core.ledger, token, by=f"core: turn {running.id}")
         )
+        if running.interrupts is not None:
+            # The aborted turn's end is durable before this is acknowledged:
+            # a kill after the ack cannot bring it back (a start re-runs a
+            # turn with no end), so an acknowledged interrupt did stop it.
+            await running.interrupts.wait_ended()
         await self._settle()
         running.message_seq = seq
         running.accepted = True
@@ -857,7 +863,15 @@ class Agent:
             raise NoTurnRunning(f"session {session} runs no turn")
         return running
 
-    def steer(self, req: tpb.SteerTurnRequest) -> int:
+    async def steer(self, req: tpb.SteerTurnRequest) -> int:
+        """Steer the session's running turn; the steering message's seq. A
+        key the session's window knows is not steered again (a client
+        resending after a reconnect): its recorded seq, whichever turn now
+        runs. The session is read back first, so the window is whole."""
+        if self.sessions.get(req.session) is not None:
+            known = (await self.session(req.session)).keys.get(req.idempotency_key)
+            if known is not None:
+                return known.message_seq
         running = self.session_turn(req.session)
         body = apb.TurnRecord(
             session=req.session,

@@ -39,11 +39,11 @@ KINDS = frozenset({MESSAGE, STEER, MODEL, TOOL, REPLY, ERROR})
 #: and the console's session view show it where it happened.
 NOTE = "turn.note"
 # Kind codes of the records an unloaded session lists (Session.reload).
-_MSG, _REPLY, _END = 0, 1, 3  # _END: a reply or an error
+_MSG, _REPLY, _STEER, _END = 0, 1, 2, 3  # _END: a reply or an error
 # An error is never an entry, so it is an _END whichever way the list was
 # made (noted at start, or from a detail's seqs()): a snapshot start and a
 # full replay then list the same codes.
-_CODES = {MESSAGE: _MSG, REPLY: _REPLY, ERROR: _END}
+_CODES = {MESSAGE: _MSG, STEER: _STEER, REPLY: _REPLY, ERROR: _END}
 #: Entries of a session kept in memory for prompts and History.
 KEPT_ENTRIES = 1000
 _PREVIEW_CHARS = 80
@@ -62,6 +62,10 @@ class Ended:
     #: (a turn the core stopped in is ended or re-run by the next start,
     #: docs/design/recovery.md)
     end_seq: int = 0
+    #: the key is a steering message's (``message_seq`` its ``turn.steer``),
+    #: ``turn_id`` the turn it steered: a resend gets that turn's end, so a
+    #: steer, too, runs once however often it is sent
+    steer: bool = False
 
 
 #: Opens a turn record's sealed text fields (naga_core.memory.Sealer.open_turn).
@@ -116,13 +120,15 @@ class Detail:
     keys: dict[str, Ended] = field(default_factory=dict[str, Ended])
     #: turn id -> its key, for turns not yet ended
     open_keys: dict[str, str] = field(default_factory=dict[str, str])
+    #: turn id -> the keys of the steering messages it took, while it runs
+    open_steers: dict[str, list[str]] = field(default_factory=dict[str, list[str]])
 
     def seqs(self) -> array[int]:
         """The records a reload reads to rebuild this detail, ascending, each
         packed as ``seq << 2 | kind code`` (see :func:`_compact`)."""
         codes: dict[int, int] = {}
         for e in self.keys.values():
-            codes[e.message_seq] = _MSG
+            codes[e.message_seq] = _STEER if e.steer else _MSG
             if e.end_seq:
                 codes[e.end_seq] = _END
         for e in self.entries:
@@ -343,13 +349,14 @@ class Sessions:
 
     def note(self, kind: str, rec: apb.TurnRecord, seq: int, time_ns: int) -> None:
         """Index one turn record just written (or read at start)."""
-        if kind not in (MESSAGE, REPLY, ERROR):
+        if kind not in _CODES:
             return
         s = self._by_name.get(rec.session)
         if s is None:
             s = self.open(rec.session)
         self._by_name.move_to_end(rec.session)
-        s.last_seq, s.last_time_ns = seq, time_ns
+        if kind != STEER:  # a steer is part of its turn: no entry of its own
+            s.last_seq, s.last_time_ns = seq, time_ns
         if kind == MESSAGE:
             s.turns += 1
             s.preview = rec.text[:_PREVIEW_CHARS]
@@ -368,22 +375,34 @@ class Sessions:
     def _note_detail(
         self, d: Detail, kind: str, rec: apb.TurnRecord, seq: int, time_ns: int
     ) -> None:
-        if kind == MESSAGE:
+        if kind in (MESSAGE, STEER):
             # Re-inserted, so the dict's order stays the order of use.
             d.keys.pop(rec.idempotency_key, None)
-            d.keys[rec.idempotency_key] = Ended(rec.turn_id, seq)
-            d.open_keys[rec.turn_id] = rec.idempotency_key
+            d.keys[rec.idempotency_key] = Ended(rec.turn_id, seq, steer=kind == STEER)
+            if kind == STEER:
+                d.open_steers.setdefault(rec.turn_id, []).append(rec.idempotency_key)
+            else:
+                d.open_keys[rec.turn_id] = rec.idempotency_key
             while len(d.keys) > self._keys_kept:
                 old_key = next(iter(d.keys))
-                d.open_keys.pop(d.keys.pop(old_key).turn_id, None)
-            _add(d, seq, tpb.HISTORY_ROLE_USER, rec, time_ns, kept=self._entries_kept)
+                old = d.keys.pop(old_key)
+                if d.open_keys.get(old.turn_id) == old_key:
+                    del d.open_keys[old.turn_id]
+                steers = d.open_steers.get(old.turn_id, [])
+                if old_key in steers:
+                    steers.remove(old_key)
+                    if not steers:
+                        del d.open_steers[old.turn_id]
+            if kind == MESSAGE:
+                _add(d, seq, tpb.HISTORY_ROLE_USER, rec, time_ns, kept=self._entries_kept)
             return
         if kind not in (REPLY, ERROR):
             return
         key = d.open_keys.pop(rec.turn_id, None)
-        ended = d.keys.get(key) if key is not None else None
-        if ended is not None:
-            ended.end_seq = seq
+        for k in [key, *d.open_steers.pop(rec.turn_id, ())]:
+            ended = d.keys.get(k) if k is not None else None
+            if ended is not None and ended.turn_id == rec.turn_id:
+                ended.end_seq = seq
         if kind == REPLY:
             _add(d, seq, tpb.HISTORY_ROLE_ASSISTANT, rec, time_ns, kept=self._entries_kept)
 
@@ -431,11 +450,11 @@ def _compact(packed: array[int], keys_kept: int, entries_kept: int) -> array[int
     known entries (messages and replies), whichever is older. An ``_END``
     (a reply or an error, not told apart) is not counted as an entry, so the
     cut is never too late."""
-    messages = [p for p in packed if p & 3 == _MSG]
+    keyed = [p for p in packed if p & 3 in (_MSG, _STEER)]  # each a key of the window
     entries = [p for p in packed if p & 3 in (_MSG, _REPLY)]
     cuts = [packed[0]]
-    if len(messages) >= keys_kept and len(entries) >= entries_kept:
-        cuts = [messages[-keys_kept], entries[-entries_kept]]
+    if len(keyed) >= keys_kept and len(entries) >= entries_kept:
+        cuts = [keyed[-keys_kept], entries[-entries_kept]]
     cut = min(cuts) >> 2
     return array("Q", (p for p in packed if p >> 2 >= cut))
 

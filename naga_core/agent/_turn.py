@@ -58,6 +58,9 @@ class Running:
         self.aborted = False
         self.scope = trio.CancelScope()
         self.steering: list[str] = []
+        #: The turn this one's interrupt message aborted: its end is made
+        #: durable before this message is acknowledged.
+        self.interrupts: Running | None = None
         #: Folders of the skill versions it viewed, read-only in its shell
         #: commands (naga_core.skills._files).
         self.skill_dirs: list[str] = []
@@ -129,6 +132,11 @@ class Running:
     def _wake(self) -> None:
         self._changed.set()
         self._changed = trio.Event()
+
+    async def wait_ended(self) -> None:
+        """Until its last event (final or error, sent once durable) or its end."""
+        while not self._ended and not self.done:
+            await self._changed.wait()
 
     async def wait_past(self, count: int) -> None:
         while len(self.events) <= count and not self._text and not self.done:

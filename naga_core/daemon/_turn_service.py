@@ -133,7 +133,7 @@ class TurnServicer:
     def methods(self) -> list[Method]:
         return [
             Stream("Run", tpb.RunTurnRequest, self.run, MAX_RUN_STREAMS, check_run),
-            Unary("Steer", tpb.SteerTurnRequest, self.steer, check_steer),
+            AsyncUnary("Steer", tpb.SteerTurnRequest, self.steer, check_steer),
             Unary("Abort", tpb.AbortTurnRequest, self.abort, check_abort),
             AsyncUnary("ListSessions", tpb.ListSessionsRequest, self.list, check_list),
             AsyncUnary("History", tpb.SessionHistoryRequest, self.history, check_history),
@@ -142,8 +142,8 @@ class TurnServicer:
     def run(self, p: Principal, req: tpb.RunTurnRequest) -> TurnCursor | Reloading:
         return self._agent.start(p, req)
 
-    def steer(self, _p: Principal, req: tpb.SteerTurnRequest) -> tpb.SteerTurnResponse:
-        return tpb.SteerTurnResponse(message_seq=self._agent.steer(req))
+    async def steer(self, _p: Principal, req: tpb.SteerTurnRequest) -> tpb.SteerTurnResponse:
+        return tpb.SteerTurnResponse(message_seq=await self._agent.steer(req))
 
     def abort(self, _p: Principal, req: tpb.AbortTurnRequest) -> tpb.AbortTurnResponse:
         return tpb.AbortTurnResponse(turn_id=self._agent.abort(req.session))

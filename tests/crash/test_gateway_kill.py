@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
-import threading
-from collections.abc import Generator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,82 +17,26 @@ import pytest
 import trio
 
 from naga.sdk import Client
-from naga.v1 import agent_pb2 as apb
-from naga.v1 import core_pb2 as cpb
 from tests.agent.conftest import write_providers
+from tests.crash._webchat import TurnLedger, gateway_row, model_thread, pinned_port, reconnect
 from tests.daemon.conftest import start_core_process
-from tests.fakes.model_server import FakeModelServer, Reply
+from tests.fakes.model_server import Reply
 from tests.gateway._client import WsClient
 from tests.gateway._login import core_codes, owner_cookie
-
-
-def _port() -> int:
-    # As tests/gateway/test_real_core.py does: the gateway must come back on
-    # the same port after the kill, so it is pinned for the run.
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@contextmanager
-def _model() -> Generator[tuple[FakeModelServer, trio.lowlevel.TrioToken]]:
-    box: dict[str, Any] = {}
-    started = threading.Event()
-
-    def run() -> None:
-        async def main() -> None:
-            async with trio.open_nursery() as nursery:
-                box["server"] = await nursery.start(FakeModelServer().serve)
-                box["token"] = trio.lowlevel.current_trio_token()
-                box["scope"] = nursery.cancel_scope
-                started.set()
-
-        trio.run(main)
-
-    thread = threading.Thread(target=run, name="gateway-kill-model")
-    thread.start()
-    assert started.wait(10)
-    try:
-        yield box["server"], box["token"]
-    finally:
-        trio.from_thread.run_sync(box["server"].release, "first", trio_token=box["token"])
-        trio.from_thread.run_sync(box["scope"].cancel, trio_token=box["token"])
-        thread.join(10)
-
-
-def _gateway(home: str) -> cpb.ProcessStatus:
-    with Client.connect(home) as c:
-        (row,) = [p for p in c.status().processes if p.role == "gateway"]
-        return row
-
-
-async def _reconnect(port: int, cookie: str) -> WsClient:
-    """The restarted gateway's console (its restart is the core's, with
-    backoff); the owner's session cookie outlives the gateway."""
-    with trio.fail_after(60):
-        while True:
-            try:
-                c = await WsClient.open(port, cookie=cookie)
-                await c.connect()
-            except (OSError, AssertionError, trio.BrokenResourceError):
-                await trio.sleep(0.05)
-            else:
-                return c
 
 
 @pytest.mark.slow
 def test_a_gateway_sigkill_loses_no_acknowledged_message(tmp_path: Path) -> None:
     home = str(tmp_path / "home")
     os.makedirs(home, mode=0o700)
-    port = _port()
-    with _model() as (server, token):
+    port = pinned_port()
+    with model_thread() as (server, token):
         write_providers(home, server.openai_url)
         replies = [Reply.answer("the first answer", hold="first"), Reply.answer("the second")]
         trio.from_thread.run_sync(server.script, *replies, trio_token=token)
         core = start_core_process(home, tmp_path / "core.log", gateway_port=port)
         try:
-            first_pid = _gateway(home).pid
+            first_pid = gateway_row(home).pid
             cookie = ""
 
             async def before_kill() -> dict[str, Any]:
@@ -121,7 +61,7 @@ def test_a_gateway_sigkill_loses_no_acknowledged_message(tmp_path: Path) -> None
             os.kill(first_pid, signal.SIGKILL)
 
             async def after_kill() -> list[dict[str, Any]]:
-                c = await _reconnect(port, cookie)
+                c = await reconnect(port, cookie)
                 # Resend everything not seen answered, with the same keys.
                 again = await c.request("send", session="w", text="one", key="k1")
                 assert again["ok"], again
@@ -137,26 +77,19 @@ def test_a_gateway_sigkill_loses_no_acknowledged_message(tmp_path: Path) -> None
                 return finals
 
             finals = trio.run(after_kill)
-            assert _gateway(home).pid != first_pid
+            assert gateway_row(home).pid != first_pid
             assert [f["event"] for f in finals] == ["turn.final", "turn.final"], finals
             assert [f["data"]["text"] for f in finals] == ["the first answer", "the second"]
 
+            ledger = TurnLedger.read(home)
             with Client.connect(home) as c:
-                records = list(c.records(0, 1000))
                 c.shutdown("gateway kill test done")
             core.proc.wait(30)
         finally:
             if core.proc.poll() is None:
                 core.proc.kill()
                 core.proc.wait()
-    messages: dict[str, int] = {}
-    ends: dict[str, int] = {}
-    for r in records:
-        if r.kind == "turn.message":
-            key = apb.TurnRecord.FromString(r.payload).idempotency_key
-            messages[key] = messages.get(key, 0) + 1
-        elif r.kind in ("turn.reply", "turn.error"):
-            tid = apb.TurnRecord.FromString(r.payload).turn_id
-            ends[tid] = ends.get(tid, 0) + 1
-    assert messages == {"k1": 1, "k2": 1}
-    assert sorted(ends.values()) == [1, 1]
+    assert {k: len(t) for k, t in ledger.messages.items()} == {"k1": 1, "k2": 1}
+    assert not ledger.steers
+    assert sorted(len(e) for e in ledger.ends.values()) == [1, 1]
+    assert {ledger.end_of(f) for f in finals} == {ledger.turn_of("k1"), ledger.turn_of("k2")}

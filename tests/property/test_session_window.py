@@ -50,7 +50,10 @@ def write(ledger: Ledger, history: list[Turn]) -> None:
         )
         entries.append(Entry.of(MESSAGE, msg.SerializeToString()))
         if t.steer:
-            steer = apb.TurnRecord(session=session, turn_id=turn_id, text=f"steer {n}")
+            # A steer's key is in the window too (a resend is not steered again).
+            steer = apb.TurnRecord(
+                session=session, turn_id=turn_id, idempotency_key=f"s{n}", text=f"steer {n}"
+            )
             entries.append(Entry.of(STEER, steer.SerializeToString()))
         if t.end != "none":
             kind = REPLY if t.end == "reply" else ERROR
@@ -73,8 +76,9 @@ def view(s: Session) -> tuple[object, ...]:
     return (
         s.summary().SerializeToString(),
         [(e.seq, e.role, e.text, e.turn_id) for e in d.entries],
-        [(k, e.turn_id, e.message_seq, e.end_seq) for k, e in d.keys.items()],
+        [(k, e.turn_id, e.message_seq, e.end_seq, e.steer) for k, e in d.keys.items()],
         dict(d.open_keys),
+        dict(d.open_steers),
     )
 
 
