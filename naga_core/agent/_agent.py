@@ -23,26 +23,17 @@ from collections.abc import Callable, Sequence
 
 import trio
 
-from naga.constants import EXECUTOR_TOOL, SESSION_PATTERN
+from naga.constants import SESSION_PATTERN
 from naga.plugin import ToolSpec
 from naga.tokens import Risk
 from naga.trust import TrustLevel, UnknownTrustLevel
 from naga.v1 import agent_pb2 as apb
-from naga.v1 import model_pb2 as mpb
 from naga.v1 import turn_pb2 as tpb
 from naga_core._store import blob_store
 from naga_core.agent import _images, _recover
 from naga_core.agent import _sessions as rec
 from naga_core.agent._admit import known_turn, read_back, turn_trust, with_previews
 from naga_core.agent._calls import RECORD_MARGIN_S, ExecutorCalls
-from naga_core.agent._compact import (
-    COMPACT,
-    COMPACT_MIN,
-    COMPACT_MIN_WINDOW,
-    Summaries,
-    Summary,
-)
-from naga_core.agent._compact import request_for as compact_request
 from naga_core.agent._config import EXECUTOR_ROLE, AgentConfig
 from naga_core.agent._core import Caller, Core, Standing, StandingOf, authority_of
 from naga_core.agent._core_tools import CoreTools
@@ -53,20 +44,17 @@ from naga_core.agent._errors import (
     SessionNotFound,
     TurnConflict,
 )
+from naga_core.agent._job import EXECUTOR_WAIT_S, Jobs
 from naga_core.agent._lanes import QUEUED_MODES, Admission, Cap, Waiting
-from naga_core.agent._memory_tools import RECALL_TOKENS, MemoryTools
-from naga_core.agent._memory_tools import offered as memory_tools
+from naga_core.agent._memory_tools import MemoryTools
 from naga_core.agent._memory_tools import offered_names as memory_tool_names
-from naga_core.agent._prompt import Budget, Fitted
-from naga_core.agent._prompt import build as build_prompt
-from naga_core.agent._results import READ_RESULT_SPEC, Stored
+from naga_core.agent._results import Stored
 from naga_core.agent._rewind import Rewind
 from naga_core.agent._sealing import record_subject, reopen_turns
 from naga_core.agent._skill_use import SkillUse
 from naga_core.agent._startfold import StartFold
 from naga_core.agent._sweep import spent_ids
 from naga_core.agent._tool_calls import ToolCalls, journal_reply, offered_to
-from naga_core.agent._tools import spec_for_model
 from naga_core.agent._trust_cut import TurnCut
 from naga_core.agent._turn import Expiring, Reloading, Running, TurnCursor
 from naga_core.agent._workers import AgentWorkers
@@ -78,17 +66,14 @@ from naga_core.authz import (
     TokenAuthority,
     stage_minted,
 )
-from naga_core.constitution import prompt_section
 from naga_core.errors import NagaError
-from naga_core.plugins import PluginError, PluginHost, TypedCall, WorkerUnavailable
-from naga_core.skills import VIEW_SPEC, Library
+from naga_core.plugins import PluginError, PluginHost
+from naga_core.skills import Library
 
 log = logging.getLogger("naga.agent")
 
 SESSION = re.compile(SESSION_PATTERN)
 MAX_CONCURRENT = "lanes.max_concurrent"
-#: How long a turn waits for a free executor before it fails.
-EXECUTOR_WAIT_S = 30.0
 
 
 class Agent:
@@ -148,7 +133,18 @@ class Agent:
             memory=self.memory,
             skills=self.skill_use,
         )
-        self._summaries = Summaries(config.sessions_kept)
+        self._jobs = Jobs(
+            core,
+            config,
+            workers,
+            self.sessions,
+            self._calls,
+            memory=self.memory,
+            skill_use=self.skill_use,
+            core_tools=self.core_tools,
+            constitution=self._constitution_now,
+            mint=self._turn_token,
+        )
         # The tokens of ended turns: what they spent is dropped from kernel
         # state once they expire.
         self._expiring = Expiring()
@@ -239,7 +235,11 @@ class Agent:
         session's history reads back from the ledger, opened anew, the
         summaries are made again), so its words read as forgotten at once."""
         self.sessions.drop_details()
-        self._summaries = Summaries(self.config.sessions_kept)
+        self._jobs.forget_summaries()
+
+    def _constitution_now(self) -> str:
+        # Read at each turn: ``constitution`` is set after construction (serve).
+        return self.constitution()
 
     @property
     def cap(self) -> Cap:
@@ -527,7 +527,7 @@ class Agent:
                     f"its channel's acceptance) passed before it could run: the channel held "
                     f"it {running.waited_s:g} s",
                 )
-            return await self._execute(running, text, token, tools, also=also)
+            return await self._jobs.execute(running, text, token, tools, also=also)
 
     async def _accept(
         self, running: Running, text: str, token: Token, waiting: Waiting | None = None
@@ -580,194 +580,6 @@ class Agent:
             lambda: stage_minted(self.core.ledger, token, by=f"core: turn {running.id} re-run")
         )
         await self._settle()
-
-    async def _execute(
-        self,
-        running: Running,
-        text: str,
-        token: Token,
-        tools: list[ToolSpec],
-        *,
-        also: frozenset[str] = frozenset(),
-    ) -> apb.ExecutorOutcome:
-        session = self.sessions.open(running.session)
-        specs = [
-            *(spec_for_model(t) for t in tools),
-            *memory_tools(running.trust),
-            *self.core_tools.offered(running),
-        ]
-        offer = self.skill_use.offer(running, text) if self.skill_use is not None else None
-        if offer is not None and offer.skills:  # progressive disclosure: bodies on demand
-            specs.append(VIEW_SPEC)
-        # turn.read_result is offered only once a result was stored (calls.py);
-        # its room is kept from the start.
-        budget = Budget.of(
-            self.workers.context_window(), self.config.max_tokens, [*specs, READ_RESULT_SPEC]
-        )
-        # History holds this turn's message already (indexed when staged),
-        # not always last (a queued or re-run turn): it is left out by id,
-        # with the collect messages merged into it (``also``).
-        own = {running.id, *also}
-        entries = [e for e in session.entries if e.turn_id not in own]
-        summary = self._summaries.get(running.session)
-        recalled = self.memory.recall(running, text, min(RECALL_TOKENS, budget.window // 8))
-        skills = offer.section() if offer is not None else ""
-        fitted = self._fit(
-            budget, entries, text, summary, recalled.section, skills=skills, images=running.images
-        )
-        fresh = set(fitted.dropped_seqs)
-        # Only what the window cannot hold is summarised: agent.history_entries
-        # is the owner's choice of how much history to send at all.
-        if (
-            self.config.compact_history
-            and budget.window >= COMPACT_MIN_WINDOW
-            and fitted.by_window >= COMPACT_MIN
-        ):
-            # The older half of what is kept goes into the summary too, so
-            # the next summary call is half a window of history away, not
-            # one turn.
-            upto = summary.upto_seq if summary is not None else 0
-            kept = [e for e in entries if e.seq > upto and e.seq not in fresh]
-            more = {e.seq for e in kept[: len(kept) // 2]}
-            compacted = await self._compact(
-                running, token, budget, summary, [e for e in entries if e.seq in fresh | more]
-            )
-            if isinstance(compacted, Summary):
-                fitted = self._fit(
-                    budget,
-                    entries,
-                    text,
-                    compacted,
-                    recalled.section,
-                    skills=skills,
-                    images=running.images,
-                )
-            else:
-                fitted.left_out.append(compacted)
-        running.budget = budget
-        running.history = (1, len(fitted.messages) - 1)
-        running.omitted = fitted.left_out
-        running.dropped_seqs = fitted.dropped_seqs
-        job = apb.ExecutorJob(
-            session=running.session,
-            turn_id=running.id,
-            token=token.to_bytes(),
-            core_socket=self.core.socket,
-            messages=[*fitted.messages, *running.resume],
-            tools=specs,
-            max_steps=self.core.settings.get_int("agent.max_steps"),
-            max_tokens=self.config.max_tokens,
-        )
-        for again in (False, True):
-            worker = await self.workers.take_executor(
-                max(0.0, min(EXECUTOR_WAIT_S, running.left_s()))
-            )
-            try:
-                # The executor's share: the turn's time left less the time
-                # to record its outcome.
-                result = await worker.call_typed(
-                    EXECUTOR_TOOL,
-                    TypedCall("executor_job", job, "executor_outcome"),
-                    max(0.001, running.left_s() - RECORD_MARGIN_S / 2),
-                )
-            except WorkerUnavailable:
-                if running.called or again:
-                    raise  # it reached the model or a tool: not run twice
-                # Its executor died before the turn reached anything (one
-                # that died idle, not yet seen by its supervisor): nothing
-                # happened, so the job goes to the rebuilt one, under a
-                # fresh token (a late call of the dead one is refused).
-                log.info("turn %s: its executor ended before any call; again", running.id)
-                token = self._turn_token(running, tools)
-                self.core.write(
-                    functools.partial(
-                        stage_minted, self.core.ledger, token, by=f"core: turn {running.id}"
-                    )
-                )
-                job.token = token.to_bytes()
-                continue
-            finally:
-                self.workers.give_back(worker)
-            return result.executor_outcome
-        raise AssertionError("the second attempt returns or raises")
-
-    def _fit(
-        self,
-        budget: Budget,
-        entries: list[tpb.SessionEntry],
-        text: str,
-        summary: Summary | None,
-        memory: str = "",
-        *,
-        skills: str = "",
-        images: list[mpb.ImagePart] | None = None,
-    ) -> Fitted:
-        """The job's prompt; entries a summary covers are left to it;
-        ``memory``: the recalled items' section (naga_core.agent._memory_tools);
-        ``skills``: the offered skills' names and descriptions."""
-        # The constitution first: after it the agent's own prompt, and the
-        # tool specs the model's chat template appends. Placed last, right
-        # before the specs, it made the embedded model echo the specs as
-        # text instead of calling a tool.
-        rules = prompt_section(self.constitution()).strip()
-        system = (rules + "\n\n" if rules else "") + self.config.system_prompt + memory + skills
-        if summary is not None:
-            entries = [e for e in entries if e.seq > summary.upto_seq]
-            system += summary.system_note()
-        fitted = build_prompt(
-            budget,
-            system,
-            entries,
-            text,
-            history_limit=self.config.history_entries,
-            images=images or (),
-        )
-        if summary is not None:
-            fitted.left_out.append(
-                f"{len(summary.covers)} earlier messages (seqs {summary.covers[0]}.."
-                f"{summary.upto_seq}), in the summary the prompt carries instead"
-            )
-        return fitted
-
-    async def _compact(
-        self,
-        running: Running,
-        token: Token,
-        budget: Budget,
-        previous: Summary | None,
-        entries: list[tpb.SessionEntry],
-    ) -> Summary | str:
-        """One model call summarising ``previous`` and ``entries``, recorded
-        as a turn.compact record and debited from the turn's budget; the new
-        summary, or why there is none (the entries are then only dropped)."""
-        authority = self.authority
-        grant = authority.verify(
-            token.to_bytes(), authority.request(EXECUTOR_ROLE, session=running.session)
-        )
-        left = authority.remaining(grant)
-        if left is not None and left <= 0:
-            return "no summary of them: the turn's budget is spent"
-        covers = (*(previous.covers if previous else ()), *(e.seq for e in entries))
-        request = compact_request(budget, previous, entries)
-        # One record: the call (blobs, tokens) with the summary as its text
-        # and the seqs it covers. Not a turn.model record: replay feeds those
-        # to the executor's calls, and this call is the core's own.
-        reply, _spent = await self._calls.traced_call(
-            running,
-            grant,
-            left,
-            request,
-            kind=COMPACT,
-            trace=apb.TurnRecord(dropped_seqs=covers),
-            with_text=True,
-        )
-        summary_text = reply.response.message.content.strip()
-        if reply.HasField("error") or not summary_text:
-            why = reply.error.message if reply.HasField("error") else "an empty answer"
-            return f"no summary of them: the summary call failed ({why})"
-        summary = Summary(max(covers), summary_text, covers)
-        self._summaries.put(running.session, summary)
-        return summary
 
     async def _finish(self, running: Running, out: apb.ExecutorOutcome) -> None:
         body = apb.TurnRecord(

@@ -123,11 +123,13 @@ def test_many_turns_keep_the_agent_structures_bounded(
         assert_bounded(agent)
         assert len(agent.sessions) == 6  # every session keeps its summary
         assert {s.turns for s in agent.sessions.recent(6)} == {8}
-        # A key holds seqs, never the reply text (a replay reads the ledger).
+        # A key holds seqs (and whether it steered), never the reply text (a
+        # replay reads the ledger).
         assert {f.name for f in dataclasses.fields(Ended)} == {
             "turn_id",
             "message_seq",
             "end_seq",
+            "steer",
         }
 
 
