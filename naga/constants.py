@@ -148,6 +148,11 @@ SESSIONS_KEPT: Final = 64
 #: Distillations of archived sessions the core runs at once, in the
 #: background (docs/adr/0050-distill18-background-distillation.md).
 DISTILL_AT_ONCE: Final = 1
+#: Longest wait between two looks for idle sessions to distil, while
+#: memory.distill_idle_h is on (docs/adr/0055-idle18-idle-distillation.md).
+DISTILL_IDLE_CHECK_S: Final = 300.0
+#: How often an off memory.distill_idle_h is read again.
+DISTILL_IDLE_RECHECK_S: Final = 60.0
 
 # --- plugins -----------------------------------------------------------------------
 #: The manifest file in a plugin's directory.
