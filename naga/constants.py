@@ -61,7 +61,7 @@ BLOB_CHUNK_BYTES: Final = 1 << 20
 SNAPSHOTS_KEPT: Final = 3
 #: The format of the core's start-up image (naga.v1.StartImage.format); a
 #: snapshot of any other is ignored and the start replays the ledger.
-STARTUP_IMAGE_FORMAT: Final = 3
+STARTUP_IMAGE_FORMAT: Final = 4
 
 # --- timeouts -------------------------------------------------------------------
 #: How long a writer waits for the ledger lock held by another process.
