@@ -6,7 +6,9 @@ A real ledger in a temporary directory with ``--sessions`` sessions of
 appended after a first look. Measured:
 
 * ``first_look_ms``: the fold brought from nothing over the whole ledger
-  (what turning the setting on costs once, off the loop);
+  (the most a look reads; the core's timer starts from the start fold at
+  the head, so its first look after the setting is turned on reads what
+  was appended since the core started);
 * ``tail_look_ms``: a later look over the ``--tail`` records appended since
   (each record is read once more in all);
 * ``due_ms``: working out what is due from the fold (on the loop);
