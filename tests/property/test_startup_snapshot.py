@@ -61,6 +61,7 @@ from naga_core.memory import KeyRing, MemoryStore, Source
 from naga_core.scheduler import FIRE_KIND, FireLog, read_fires
 from naga_core.skills import TURN_KIND, Usage
 from tests.ledger_helpers import fixed_signer
+from tests.property.idle_oracle import idle_by_hand
 
 SEMANTIC = mmpb.MEMORY_LAYER_SEMANTIC
 SOURCE = Source(session="s0", turn_id="t-m", trust=TrustLevel.OWNER)
@@ -317,7 +318,7 @@ def _same_start(a: Opened, b: Opened, ledger: Ledger) -> None:
     # idle18: what an idle session's distillation needs, as a full replay
     # and as one straight pass over the records find it.
     assert list(fa.distill_idle) == list(fb.distill_idle)
-    assert list(fa.distill_idle) == _idle_by_hand(ledger)
+    assert list(fa.distill_idle) == idle_by_hand(ledger)
     for idle_ns in (0, 10**18):  # every ended session due; none (all wait)
         now = 2**62
         assert a.fold.distill_idle.due(now, idle_ns) == b.fold.distill_idle.due(now, idle_ns)
@@ -329,30 +330,6 @@ def _same_start(a: Opened, b: Opened, ledger: Ledger) -> None:
             pb.world_actions,
             pb.irreversible,
         )
-
-
-def _idle_by_hand(ledger: Ledger) -> list[snpb.DistillIdle]:
-    """Per session: its last message, its last turn end (seq and time) and
-    the newest entry a distillation record covered (a record without
-    ``through_seq`` covered what came before it)."""
-    found: dict[str, snpb.DistillIdle] = {}
-    for r in ledger.iter_records():
-        if r.kind == DISTILL:
-            d = mmpb.MemoryDistillRecord.FromString(r.payload)
-            s = found.setdefault(d.session, _no_idle(d.session))
-            s.covered_seq = max(s.covered_seq, d.through_seq or r.seq)
-        elif r.kind in ("turn.message", "turn.reply", "turn.error"):
-            t = apb.TurnRecord.FromString(r.payload)
-            s = found.setdefault(t.session, _no_idle(t.session))
-            if r.kind == "turn.message":
-                s.said_seq = r.seq
-            else:
-                s.ended_seq, s.ended_ns = r.seq, r.timestamp_ns
-    return [found[k] for k in sorted(found)]
-
-
-def _no_idle(session: str) -> snpb.DistillIdle:
-    return snpb.DistillIdle(session=session, said_seq=-1, ended_seq=-1, covered_seq=-1)
 
 
 def _resumable(fold: StartFold) -> list[tuple[str, list[int], list[tuple[str, str, bool]]]]:
