@@ -61,7 +61,7 @@ BLOB_CHUNK_BYTES: Final = 1 << 20
 SNAPSHOTS_KEPT: Final = 3
 #: The format of the core's start-up image (naga.v1.StartImage.format); a
 #: snapshot of any other is ignored and the start replays the ledger.
-STARTUP_IMAGE_FORMAT: Final = 3
+STARTUP_IMAGE_FORMAT: Final = 4
 
 # --- timeouts -------------------------------------------------------------------
 #: How long a writer waits for the ledger lock held by another process.
@@ -148,6 +148,11 @@ SESSIONS_KEPT: Final = 64
 #: Distillations of archived sessions the core runs at once, in the
 #: background (docs/adr/0050-distill18-background-distillation.md).
 DISTILL_AT_ONCE: Final = 1
+#: Longest wait between two looks for idle sessions to distil, while
+#: memory.distill_idle_h is on (docs/adr/0055-idle18-idle-distillation.md).
+DISTILL_IDLE_CHECK_S: Final = 300.0
+#: How often an off memory.distill_idle_h is read again.
+DISTILL_IDLE_RECHECK_S: Final = 60.0
 
 # --- plugins -----------------------------------------------------------------------
 #: The manifest file in a plugin's directory.

@@ -479,6 +479,8 @@ class MemoryDistillRecord(_message.Message):
     REFUSED_FIELD_NUMBER: _builtins.int
     OUTCOME_FIELD_NUMBER: _builtins.int
     DURATION_US_FIELD_NUMBER: _builtins.int
+    THROUGH_SEQ_FIELD_NUMBER: _builtins.int
+    AFTER_SEQ_FIELD_NUMBER: _builtins.int
     session: _builtins.str
     subject: _builtins.str
     request_blob: _builtins.bytes
@@ -489,6 +491,14 @@ class MemoryDistillRecord(_message.Message):
     an unreadable answer, a failed call.
     """
     duration_us: _builtins.int
+    through_seq: _builtins.int
+    """idle18: the seq of the newest history entry the call was shown (0 in
+    records before it: they covered what came before the record itself),
+    and the seq after which the entries shown start (0: the whole history,
+    an archive's or the owner's; an idle session's distillation shows only
+    what the last one did not cover). docs/adr/0055-idle18-idle-distillation.md
+    """
+    after_seq: _builtins.int
     @_builtins.property
     def item_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -502,10 +512,12 @@ class MemoryDistillRecord(_message.Message):
         refused: _builtins.int = ...,
         outcome: _builtins.str = ...,
         duration_us: _builtins.int = ...,
+        through_seq: _builtins.int = ...,
+        after_seq: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["duration_us", b"duration_us", "item_ids", b"item_ids", "outcome", b"outcome", "refused", b"refused", "request_blob", b"request_blob", "response_blob", b"response_blob", "session", b"session", "subject", b"subject"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_seq", b"after_seq", "duration_us", b"duration_us", "item_ids", b"item_ids", "outcome", b"outcome", "refused", b"refused", "request_blob", b"request_blob", "response_blob", b"response_blob", "session", b"session", "subject", b"subject", "through_seq", b"through_seq"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

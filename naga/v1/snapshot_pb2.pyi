@@ -278,6 +278,7 @@ class AgentImage(_message.Message):
     LASTING_FIELD_NUMBER: _builtins.int
     UNKNOWN_FIELD_NUMBER: _builtins.int
     DISTILL_DUE_FIELD_NUMBER: _builtins.int
+    DISTILL_IDLE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def sessions(self) -> _containers.RepeatedCompositeFieldContainer[Global___SessionImage]:
         """Least recently used first."""
@@ -311,6 +312,12 @@ class AgentImage(_message.Message):
         `memory.distill` record after their archive yet (redone at start).
         """
 
+    @_builtins.property
+    def distill_idle(self) -> _containers.RepeatedCompositeFieldContainer[Global___DistillIdle]:
+        """idle18: per session, what the idle distillation needs (its last
+        message, its last turn's end, what a distillation covered), by name.
+        """
+
     def __init__(
         self,
         *,
@@ -322,14 +329,51 @@ class AgentImage(_message.Message):
         lasting: _abc.Iterable[_builtins.bytes] | None = ...,
         unknown: _abc.Iterable[_builtins.bytes] | None = ...,
         distill_due: _abc.Iterable[Global___DistillDue] | None = ...,
+        distill_idle: _abc.Iterable[Global___DistillIdle] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "skills", b"skills"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["distill_due", b"distill_due", "expiries", b"expiries", "lasting", b"lasting", "memory", b"memory", "open_turns", b"open_turns", "sessions", b"sessions", "skills", b"skills", "unknown", b"unknown"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["distill_due", b"distill_due", "distill_idle", b"distill_idle", "expiries", b"expiries", "lasting", b"lasting", "memory", b"memory", "open_turns", b"open_turns", "sessions", b"sessions", "skills", b"skills", "unknown", b"unknown"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AgentImage: _TypeAlias = AgentImage  # noqa: Y015
+
+@_typing.final
+class DistillIdle(_message.Message):
+    """A session's last message (`turn.message`), its last turn end
+    (`turn.reply` or `turn.error`: seq and record time) and the newest entry
+    a `memory.distill` record of it covered (-1: none).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_FIELD_NUMBER: _builtins.int
+    SAID_SEQ_FIELD_NUMBER: _builtins.int
+    ENDED_SEQ_FIELD_NUMBER: _builtins.int
+    ENDED_NS_FIELD_NUMBER: _builtins.int
+    COVERED_SEQ_FIELD_NUMBER: _builtins.int
+    session: _builtins.str
+    said_seq: _builtins.int
+    ended_seq: _builtins.int
+    ended_ns: _builtins.int
+    covered_seq: _builtins.int
+    def __init__(
+        self,
+        *,
+        session: _builtins.str = ...,
+        said_seq: _builtins.int = ...,
+        ended_seq: _builtins.int = ...,
+        ended_ns: _builtins.int = ...,
+        covered_seq: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["covered_seq", b"covered_seq", "ended_ns", b"ended_ns", "ended_seq", b"ended_seq", "said_seq", b"said_seq", "session", b"session"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DistillIdle: _TypeAlias = DistillIdle  # noqa: Y015
 
 @_typing.final
 class DistillDue(_message.Message):

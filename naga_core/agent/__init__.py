@@ -7,6 +7,7 @@ from naga_core.agent._core import Caller, Core
 from naga_core.agent._core_tools import CoreTool, CoreToolAnswer, CoreTools, TurnView
 from naga_core.agent._distill import Distilled, distill
 from naga_core.agent._distill_due import ARCHIVED_FAMILY, DISTILL, DueFold
+from naga_core.agent._distill_idle import IDLE_SETTING, IdleFold, watch_idle
 from naga_core.agent._distill_runner import Distillations
 from naga_core.agent._errors import (
     AgentError,
@@ -55,6 +56,9 @@ __all__ = [
     "Distillations",
     "Distilled",
     "DueFold",
+    "IDLE_SETTING",
+    "IdleFold",
+    "watch_idle",
     "distill",
     "EXECUTOR_ROLE",
     "SESSION",

@@ -107,9 +107,15 @@ async def distill(
     store: MemoryStore,
     session: str,
     entries: list[tpb.SessionEntry],
+    *,
+    after: int = 0,
 ) -> Distilled:
-    """Distil ``session`` (its history ``entries``): the record's seq, the
-    items kept, how many were refused, and the outcome in words."""
+    """Distil ``session`` (its history ``entries``; only those after seq
+    ``after`` when above 0: an idle session's distillation, adr 0055): the
+    record's seq, the items kept, how many were refused, and the outcome in
+    words. The record says up to which entry it covered (``through_seq``)."""
+    if after > 0:
+        entries = [e for e in entries if e.seq > after]
     said = [e for e in entries if e.role == tpb.HISTORY_ROLE_USER]
     if not said:
         raise SessionNotFound(f"session {session!r} has no message to distil")
@@ -172,6 +178,8 @@ async def distill(
         refused=refused,
         outcome=outcome,
         duration_us=(time.monotonic_ns() - started) // 1000,
+        through_seq=entries[-1].seq,
+        after_seq=max(after, 0),
     )
     seq = core.write(
         lambda: core.ledger.stage(Entry.of(DISTILL, body.SerializeToString(), digests)).seq

@@ -13,13 +13,19 @@ The core's stop cancels the nursery: the call in flight ends and records
 nothing, the queue is dropped. What the last core left undone is found at
 start from the ledger (the fold's :class:`DueFold`) and queued again before
 the core serves: an archived session is distilled once per archive.
+
+With ``memory.distill_idle_h`` on, the timer of naga_core.agent._distill_idle
+queues idle sessions here too, each with the newest entry a distillation
+covered already (docs/adr/0055-idle18-idle-distillation.md).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 
 import trio
 
@@ -27,6 +33,7 @@ from naga.constants import DISTILL_AT_ONCE
 from naga_core.agent._agent import Agent
 from naga_core.agent._distill import distill
 from naga_core.agent._distill_due import ARCHIVED_FAMILY
+from naga_core.agent._distill_idle import IDLE_SETTING, IdleFold, watch_idle
 from naga_core.errors import NagaError
 
 log = logging.getLogger("naga.agent")
@@ -35,31 +42,54 @@ log = logging.getLogger("naga.agent")
 class Distillations:
     """The queue of sessions to distil and the tasks that distil them."""
 
-    def __init__(self, agent: Agent, *, at_once: int = DISTILL_AT_ONCE) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        at_once: int = DISTILL_AT_ONCE,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
         self._agent = agent
         self._at_once = at_once
+        #: the clock the ledger stamps records with (idle sessions' age)
+        self._clock = clock
         self._send, self._receive = trio.open_memory_channel[str](math.inf)
-        #: queued and not started: archiving one again queues nothing more
-        self._queued: set[str] = set()
+        #: queued and not started -> None (an archive's: the whole history)
+        #: or the newest entry covered already (an idle session's: only the
+        #: entries after it); archiving one again queues nothing more
+        self._queued: dict[str, int | None] = {}
 
-    def schedule(self, session: str) -> bool:
+    def schedule(self, session: str, *, after: int | None = None) -> bool:
         """Queue ``session``'s distillation (on the trio thread); False if it
         was queued already and has not started (it will read the newest
-        history when it does)."""
+        history when it does). ``after``: an idle session's, of the entries
+        after that seq; an archive's queued over it makes it the archive's."""
         if session in self._queued:
+            if after is None:
+                self._queued[session] = None
             return False
-        self._queued.add(session)
+        self._queued[session] = after
         self._send.send_nowait(session)
         return True
+
+    def _skip_idle(self, session: str) -> bool:
+        """Not an idle session to distil now: a turn runs in it, or it is
+        archived (its archive's distillation is its end)."""
+        agent = self._agent
+        if agent.core.kernel.state.get((ARCHIVED_FAMILY, session)) is True:
+            return True
+        return any(r.session == session for r in agent.running.values())
 
     async def serve(
         self,
         due: Iterable[str] = (),
+        idle: IdleFold | None = None,
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Queue ``due`` (what the last core left undone), then distil until
-        cancelled (the core's stop)."""
+        cancelled (the core's stop). ``idle``: the start fold's idle part at
+        the head, a copy the idle timer keeps following (none: no timer)."""
         again = [s for s in due if self.schedule(s)]
         if again:
             log.info(
@@ -71,25 +101,53 @@ class Distillations:
         async with trio.open_nursery() as nursery:
             for _ in range(self._at_once):
                 nursery.start_soon(self._work)
+            if idle is not None:
+                ledger = self._agent.core.ledger
+                settings = self._agent.core.settings
+
+                async def advance(fold: IdleFold) -> None:
+                    await trio.to_thread.run_sync(fold.advance, ledger)
+
+                await nursery.start(
+                    functools.partial(
+                        watch_idle,
+                        idle,
+                        hours=lambda: settings.get_real(IDLE_SETTING),
+                        advance=advance,
+                        queue=lambda s, after: self.schedule(s, after=after),
+                        skip=self._skip_idle,
+                        now_ns=self._clock,
+                    )
+                )
             task_status.started()
 
     async def _work(self) -> None:
         async for session in self._receive:
-            self._queued.discard(session)
-            await self._one(session)
+            after = self._queued.pop(session, None)
+            await self._one(session, after)
 
-    async def _one(self, session: str) -> None:
+    async def _one(self, session: str, after: int | None = None) -> None:
         agent = self._agent
         core = agent.core
+        if after is not None and self._skip_idle(session):
+            # A turn started (or an archive came) since it was queued: its
+            # next idle time distils it (or its archive does).
+            log.info("distill: idle session %s is in use again; not distilled now", session)
+            return
         # Unarchived while queued: it did not end after all (its next
         # archive distils it), as a start would judge it (DueFold).
-        if core.kernel.state.get((ARCHIVED_FAMILY, session)) is not True:
+        if after is None and core.kernel.state.get((ARCHIVED_FAMILY, session)) is not True:
             log.info("distill: session %s was unarchived before its distillation ran", session)
             return
         try:
             found = await agent.session(session)
             done = await distill(
-                core, agent.workers, agent.memory.store, session, list(found.entries)
+                core,
+                agent.workers,
+                agent.memory.store,
+                session,
+                list(found.entries),
+                after=max(after or 0, 0),
             )
         except (NagaError, OSError) as exc:
             # A failed model call is recorded as the outcome (in distill);

@@ -25,6 +25,7 @@ from naga_core.agent import _recover
 from naga_core.agent import _sessions as rec
 from naga_core.agent._config import EXECUTOR_ROLE
 from naga_core.agent._distill_due import DueFold
+from naga_core.agent._distill_idle import IdleFold
 from naga_core.agent._errors import AgentError
 from naga_core.authz import MINTED_KIND, SPENT_FAMILY
 from naga_core.kernel import EFFECT_KIND
@@ -75,6 +76,8 @@ class StartFold:
         self.unknown: set[bytes] = set()
         #: the archived sessions not distilled since (distill18)
         self.distill_due = DueFold()
+        #: what idle sessions' distillations need (idle18)
+        self.distill_idle = IdleFold()
 
     def see(self, record: Record) -> None:
         """Fold one record; records come in ledger order, each once."""
@@ -99,6 +102,7 @@ class StartFold:
             return
         self.distill_due.see(record)
         body = rec.body_of(record)
+        self.distill_idle.see(record, body)
         if body is not None:
             self.sessions.note(record.kind, body, record.seq, record.timestamp_ns)
 
@@ -220,6 +224,7 @@ class StartFold:
         img.lasting.extend(sorted(self.lasting))
         img.unknown.extend(sorted(self.unknown))
         img.distill_due.extend(self.distill_due.image())
+        img.distill_idle.extend(self.distill_idle.image())
         return img
 
     @classmethod
@@ -240,6 +245,7 @@ class StartFold:
             fold.memory = MemoryFold.restore(img.memory, through=seq)
             fold.usage = Usage.restore(img.skills)
             fold.distill_due = DueFold.restore(img.distill_due, through=seq)
+            fold.distill_idle = IdleFold.restore(img.distill_idle, through=seq)
         except ValueError as exc:
             raise FoldImageRejected(f"the agent image at seq {seq} is unusable: {exc}") from None
         for t in img.open_turns:

@@ -328,6 +328,8 @@ TAKES_EFFECT = {
     "skills.duplicate_threshold": "takes effect from the next skill written or curation",
     "skills.stale_days": "takes effect from the next curation",
     "skills.curate_every_h": "takes effect from the next idle-time check of the curator",
+    "memory.distill_idle_h": "takes effect from the next look for idle sessions (within "
+    "a minute when it was 0, else within 5 minutes)",
 }
 
 

@@ -453,6 +453,8 @@ async def _serve(
         # them, or it crashed): read off the fold while it is at the head and
         # nothing else reads it (the snapshot writer advances it off the loop).
         due = [session for session, _ in start.fold.distill_due.due()]
+        # And its idle sessions' part: the idle timer follows its own copy.
+        idle = start.fold.distill_idle.copy()
         # The fold is at the head and nothing advances it until the snapshot
         # writer follows it: the scheduler's fires are copied from it here.
         scheduler.begin(start.fires.copy(), start.fold.seq)
@@ -476,7 +478,7 @@ async def _serve(
             # Once the provider can be started; an archive served before this
             # queued its session already. Cancelled with the nursery at the
             # stop: a call in flight records nothing, and is due again.
-            await nursery.start(distillations.serve, due)
+            await nursery.start(distillations.serve, due, idle)
             agent.recover()
             await nursery.start(wechat.serve)
             if agent.skills is not None:  # skills.curate_every_h; off by default

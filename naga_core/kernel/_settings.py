@@ -532,6 +532,15 @@ DEFAULT_SETTINGS: tuple[SettingSpec, ...] = (
         max=8760,
         doc="hours between curations run when no turn runs (0: only `naga skill curate`)",
     ),
+    # Memory (docs/design/memory.md, docs/adr/0055-idle18-idle-distillation.md).
+    SettingSpec.real(
+        "memory.distill_idle_h",
+        0.0,
+        min=0.0,
+        max=8760.0,
+        doc="hours after a session's last turn before its new messages are distilled into "
+        "memories, one model call (0: only when archived or by `naga memory distill`)",
+    ),
     # Hands-off operation (docs/adr/0022-hands-startup-snapshot.md,
     # docs/design/constitution.md).
     SettingSpec.integer(

@@ -61,6 +61,7 @@ from naga_core.memory import KeyRing, MemoryStore, Source
 from naga_core.scheduler import FIRE_KIND, FireLog, read_fires
 from naga_core.skills import TURN_KIND, Usage
 from tests.ledger_helpers import fixed_signer
+from tests.property.idle_oracle import idle_by_hand
 
 SEMANTIC = mmpb.MEMORY_LAYER_SEMANTIC
 SOURCE = Source(session="s0", turn_id="t-m", trust=TrustLevel.OWNER)
@@ -114,7 +115,7 @@ OPS = st.lists(
         st.tuples(st.just("fired"), st.integers(0, 2), st.just(0)),
         st.tuples(st.just("archive"), st.integers(0, 2), st.just(0)),
         st.tuples(st.just("unarchive"), st.integers(0, 2), st.just(0)),
-        st.tuples(st.just("distilled"), st.integers(0, 2), st.just(0)),
+        st.tuples(st.just("distilled"), st.integers(0, 2), st.integers(0, 2)),
     ),
     min_size=1,
     max_size=40,
@@ -202,7 +203,13 @@ class _Home:
         elif what == "unarchive":
             k.register(ARCHIVED_FAMILY, f"s{a}", None, description=f"unarchive session s{a}")
         elif what == "distilled":
+            # b: a record before idle18 (no through_seq), an archive's (the
+            # whole history) or an idle one's (after an older entry), both
+            # covering through the newest record so far (idle18, ADR 0055).
             body = mmpb.MemoryDistillRecord(session=f"s{a}", outcome="nothing worth remembering")
+            if b and self.ledger.size:
+                body.through_seq = self.ledger.size - 1
+                body.after_seq = (self.ledger.size - 1) // 2 if b == 2 else 0
             self.ledger.append_many([Entry.of(DISTILL, body.SerializeToString())])
         elif what == "fired" and self.fired:
             fire = self.fired.pop(a % len(self.fired))
@@ -308,6 +315,13 @@ def _same_start(a: Opened, b: Opened, ledger: Ledger) -> None:
     # rollback) takes the session out of what a start distils again.
     archived = a.kernel.state.family(ARCHIVED_FAMILY)
     assert {d.session for d in fa.distill_due} <= set(archived)
+    # idle18: what an idle session's distillation needs, as a full replay
+    # and as one straight pass over the records find it.
+    assert list(fa.distill_idle) == list(fb.distill_idle)
+    assert list(fa.distill_idle) == idle_by_hand(ledger)
+    for idle_ns in (0, 10**18):  # every ended session due; none (all wait)
+        now = 2**62
+        assert a.fold.distill_idle.due(now, idle_ns) == b.fold.distill_idle.due(now, idle_ns)
     if ledger.size:
         to = ledger.size // 2
         pa, pb = a.kernel.preview_rollback(to), b.kernel.preview_rollback(to)
@@ -416,6 +430,21 @@ def _same_as_rebuild(opened: Opened, ledger: Ledger) -> None:
         ("snapshot", 0, 0),
         ("distilled", 1, 0),
         ("rollback", 1, 0),
+    ]
+)
+# Idle sessions across a snapshot (idle18): one ended and distilled before
+# it, talked to again after it; one distilled over a turn still open.
+@example(
+    ops=[
+        ("turn", 0, 0),
+        ("turn", 0, 1),
+        ("distilled", 0, 1),
+        ("turn", 1, 0),
+        ("snapshot", 0, 0),
+        ("distilled", 1, 2),
+        ("turn", 0, 0),
+        ("turn", 0, 1),
+        ("turn", 1, 1),
     ]
 )
 def test_a_snapshot_start_equals_a_full_replay(ops: list[tuple[str, int, int]]) -> None:
