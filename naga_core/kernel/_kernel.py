@@ -143,11 +143,12 @@ class RollbackPreview:
     kept: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class _InForce:
     """A reversible effect whose world part is in force, on top of those in
     force before it: a persistent stack, so the stacks after every effect
-    share their common parts."""
+    share their common parts. One node per seq, so compared (and hashed) by
+    identity: the generated field-wise hash recursed down the whole stack."""
 
     seq: int
     below: _InForce | None
