@@ -42,6 +42,7 @@ from naga.constants import KERNEL_EFFECT_KIND
 from naga.v1 import kernel_pb2 as kpb
 from naga.v1 import snapshot_pb2 as snpb
 from naga_core.errors import NagaError, NotFound
+from naga_core.kernel._runs import Runs
 from naga_core.kernel._state import (
     KernelError,
     Scalar,
@@ -172,7 +173,9 @@ class Kernel:
         self._actions = actions
         self.state = State()
         self._effect_seqs = array("q")  # seqs of kernel.effect records, ascending
-        self._in_force: list[_InForce | None] = []  # the stack after each of them
+        # The stack after each of them, as change points (ADR 0052): most
+        # effects bring nothing into force, and a list cost 8 bytes each.
+        self._in_force: Runs[_InForce | None] = Runs()
         self._open_brackets: dict[int, kpb.Effect] = {}
         self._acquires: dict[int, kpb.Effect] = {}  # every ACQUIRE, by seq
         self._releases: dict[int, int] = {}  # RELEASE seq -> the ACQUIRE it closes
@@ -244,7 +247,7 @@ class Kernel:
         img.effect_seqs.extend(self._effect_seqs)
         img.in_force_tops.extend(n.seq if n is not None else -1 for n in self._in_force)
         nodes: dict[int, int] = {}
-        for top in dict.fromkeys(self._in_force):  # the distinct tops, in order
+        for _, top in self._in_force.runs():  # the tops, in order
             node = top
             while node is not None and node.seq not in nodes:
                 nodes[node.seq] = node.below.seq if node.below is not None else -1
@@ -282,7 +285,9 @@ class Kernel:
             if below >= 0 and (under is None or below >= seq):
                 raise bad(f"in-force node {seq} stands on unknown node {below}")
             nodes[seq] = _InForce(seq, under, under.depth + 1 if under else 1)
-        in_force: list[_InForce | None] = []
+        # The image keeps one top an effect, the proto before ADR 0052: the
+        # images older cores wrote load, and older cores load these.
+        in_force: Runs[_InForce | None] = Runs()
         for top in img.in_force_tops:
             node = nodes.get(top) if top >= 0 else None
             if top >= 0 and node is None:
@@ -339,7 +344,7 @@ class Kernel:
             i = bisect.bisect_left(self._effect_seqs, effect.aborted)
             top = self._in_force[i - 1] if i > 0 else None
             if i < len(self._in_force):
-                self._in_force[i] = top
+                self._in_force.set(i, top)
         elif not effect.irreversible and (effect.do or effect.undo):
             top = _InForce(seq, top, top.depth + 1 if top else 1)
         self._effect_seqs.append(seq)

@@ -41,6 +41,8 @@ class Runs(Generic[T]):
             i += self._len
         if not 0 <= i < self._len:
             raise IndexError(f"index {i} out of {self._len}")
+        if i == self._len - 1:  # the kernel's usual read: what is in force now
+            return self._values[-1]
         return self._values[bisect.bisect_right(self._starts, i) - 1]
 
     def __iter__(self) -> Iterator[T]:

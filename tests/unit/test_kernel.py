@@ -115,7 +115,8 @@ def test_a_rollback_that_would_raise_trust_needs_the_owner(tmp_path: Path) -> No
 def test_a_deep_in_force_stack_images_and_restores(tmp_path: Path) -> None:
     """3000 reversible effects in force: the image used to hash each stack
     node down to the bottom (a recursion per node: RecursionError past
-    about 1000, so no start-up snapshot)."""
+    about 1000, so no start-up snapshot); and 3000 registrations after
+    them cost one change point, not one entry each (ADR 0052)."""
     world: dict[str, Scalar] = {}
     with Ledger.open(str(tmp_path / "l"), fixed_signer()) as ledger:
         k = Kernel.open(ledger, world_actions(world))
@@ -129,6 +130,7 @@ def test_a_deep_in_force_stack_images_and_restores(tmp_path: Path) -> None:
         ledger.commit()
         img = k.image()
         assert len(img.in_force_tops) == len(img.node_seqs) + 3000 == 6000
+        assert len(list(k._in_force.runs())) == 3000  # pyright: ignore[reportPrivateUsage]
         again = Kernel.open(ledger, world_actions({}), image=img, image_seq=ledger.size - 1)
         assert again.image() == img
         assert again.recovered == []
