@@ -20,7 +20,13 @@ bracket maps), ``elsewhere`` (mostly the ledger's: the sealed indexes it
 keeps, bounded by the segment size, and the seq ints the nodes hold). The
 traced heap only: the kept bytes less whatever the replay freed.
 
+With ``--reload-records N``, also the agent's per-session reload lists
+(naga_core/agent/_sessions.py) after a rebuild of a home bench/_ledgergen.py
+filled with N records: 8 bytes a turn record of each session whose detail
+is not kept, compacted to the key and entry windows.
+
     python bench/kernel_memory.py [--effects 100000] [--mix quiet tools world]
+        [--reload-records 100000 --reload-sessions 500]
 """
 
 from __future__ import annotations
@@ -29,15 +35,21 @@ import argparse
 import gc
 import json
 import linecache
+import os
 import sys
 import tempfile
 import tracemalloc
 from collections.abc import Mapping
 
-from naga.v1 import kernel_pb2 as kpb
-from naga_core.kernel._kernel import ActionFailed, Actions, Kernel, action
-from naga_core.kernel._state import Scalar
-from naga_core.ledger import CheckpointSigner, Ledger
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# bench/ holds modules named like the repository's packages (sandbox.py).
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != os.path.dirname(__file__)]
+sys.path.insert(0, REPO)
+
+from naga.v1 import kernel_pb2 as kpb  # noqa: E402
+from naga_core.kernel._kernel import ActionFailed, Actions, Kernel, action  # noqa: E402
+from naga_core.kernel._state import Scalar  # noqa: E402
+from naga_core.ledger import CheckpointSigner, Ledger  # noqa: E402
 
 MIXES = ("quiet", "tools", "world")
 SITES = ("effect_seqs", "in_force", "nodes", "kernel_other", "elsewhere")
@@ -132,14 +144,54 @@ def measure(effects: int, mix: str, root: str) -> dict[str, object]:
     }
 
 
+def measure_reload(records: int, sessions: int, root: str) -> dict[str, object]:
+    from bench._ledgergen import fill
+    from naga_core._home import Home
+    from naga_core._store import open_ledger
+    from naga_core.agent._sessions import Sessions
+
+    home = f"{root}/home-{sessions}"
+    os.makedirs(home, mode=0o700)
+    _progress(f"reload lists: filling a home with {records} records, {sessions} sessions")
+    size: int = fill(home, records, sessions=sessions)
+    with open_ledger(Home(home), create=False) as ledger:
+        gc.collect()
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        index = Sessions()
+        index.rebuild(ledger)
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - base
+        tracemalloc.stop()
+    lists = [s.reload for s in map(index.get, _names(sessions)) if s is not None and s.reload]
+    return {
+        "records": size,
+        "sessions": len(index),
+        "loaded": index.loaded(),
+        "reload_lists": len(lists),
+        "reload_entries": sum(len(r) for r in lists),
+        "reload_bytes": sum(sys.getsizeof(r) for r in lists),
+        "sessions_index_kept_bytes": kept,
+    }
+
+
+def _names(sessions: int) -> list[str]:
+    return [f"s-{i}" for i in range(sessions)]  # bench/_ledgergen.py's names
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description="Kernel per-effect memory (one JSON object)")
     ap.add_argument("--effects", type=int, default=100_000)
-    ap.add_argument("--mix", nargs="+", choices=MIXES, default=list(MIXES))
+    ap.add_argument("--mix", nargs="*", choices=MIXES, default=list(MIXES))
+    ap.add_argument("--reload-records", type=int, default=0)
+    ap.add_argument("--reload-sessions", type=int, default=500)
     args = ap.parse_args()
+    result: dict[str, object] = {"benchmark": "kernel_memory"}
     with tempfile.TemporaryDirectory(prefix="naga-kmem-") as root:
-        out = {m: measure(args.effects, m, root) for m in args.mix}
-    print(json.dumps({"benchmark": "kernel_memory", "mixes": out}))
+        result["mixes"] = {m: measure(args.effects, m, root) for m in args.mix}
+        if args.reload_records:
+            result["reload"] = measure_reload(args.reload_records, args.reload_sessions, root)
+    print(json.dumps(result))
     return 0
 
 
