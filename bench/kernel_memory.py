@@ -105,7 +105,12 @@ def _site(filename: str, lineno: int) -> str:
         return "in_force"
     if filename.endswith("kernel/_kernel.py"):
         src = linecache.getline(filename, lineno)
-        marks = (("effect_seqs", "_effect_seqs"), ("nodes", "_InForce("), ("in_force", "_in_force"))
+        marks = (
+            ("effect_seqs", "_effect_seqs"),
+            ("nodes", "_InForce("),  # the stack's nodes as objects (before ADR 0052)
+            ("nodes", "_node_"),  # as arrays
+            ("in_force", "_in_force"),
+        )
         return next((name for name, mark in marks if mark in src), "kernel_other")
     return "kernel_other" if "naga_core/kernel/" in filename else "elsewhere"
 

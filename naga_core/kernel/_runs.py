@@ -1,11 +1,12 @@
 """A sequence kept as its change points: the indexes where its value
 changes and the value from each on (ADR 0052).
 
-The kernel keeps one value per effect (the reversible effects in force after
-it) and most effects leave that value as it was (a registration, a budget
-debit, an irreversible note): a plain list costs 8 bytes an effect forever,
-this costs 16 bytes a change. Values are compared by identity, so a run
-holds one object, never one merely equal to it.
+The kernel keeps one value per effect (the node on top of the stack of
+reversible effects in force after it) and most effects leave that value as
+it was (a registration, a budget debit, an irreversible note): a plain list
+costs 8 bytes an effect forever, this costs 16 bytes a change. Integers
+only, both kept in arrays: a list of ints would hold an int object (32
+bytes) a change besides.
 """
 
 from __future__ import annotations
@@ -14,21 +15,18 @@ import bisect
 import itertools
 from array import array
 from collections.abc import Iterable, Iterator
-from typing import Generic, TypeVar
-
-T = TypeVar("T")
 
 
-class Runs(Generic[T]):
-    """``len(self)`` values; run ``r`` holds ``values[r]`` from index
+class Runs:
+    """``len(self)`` ints; run ``r`` holds ``values[r]`` from index
     ``starts[r]`` up to the next run's start. Always canonical: the first
-    run starts at 0 and neighbouring runs hold different objects."""
+    run starts at 0 and neighbouring runs hold different values."""
 
     __slots__ = ("_len", "_starts", "_values")
 
-    def __init__(self, items: Iterable[T] = ()) -> None:
+    def __init__(self, items: Iterable[int] = ()) -> None:
         self._starts = array("q")
-        self._values: list[T] = []
+        self._values = array("q")
         self._len = 0
         for item in items:
             self.append(item)
@@ -36,7 +34,7 @@ class Runs(Generic[T]):
     def __len__(self) -> int:
         return self._len
 
-    def __getitem__(self, i: int) -> T:
+    def __getitem__(self, i: int) -> int:
         if i < 0:
             i += self._len
         if not 0 <= i < self._len:
@@ -45,7 +43,7 @@ class Runs(Generic[T]):
             return self._values[-1]
         return self._values[bisect.bisect_right(self._starts, i) - 1]
 
-    def __iter__(self) -> Iterator[T]:
+    def __iter__(self) -> Iterator[int]:
         """Every value, one per index (the plain list's form)."""
         if not self._values:
             return
@@ -53,22 +51,22 @@ class Runs(Generic[T]):
         for start, end, value in zip(self._starts, ends, self._values, strict=True):
             yield from itertools.repeat(value, end - start)
 
-    def append(self, value: T) -> None:
-        if not self._values or self._values[-1] is not value:
+    def append(self, value: int) -> None:
+        if not self._values or self._values[-1] != value:
             self._starts.append(self._len)
             self._values.append(value)
         self._len += 1
 
-    def set(self, i: int, value: T) -> None:
+    def set(self, i: int, value: int) -> None:
         """Index ``i`` (0 <= i < len) holds ``value``; the others keep theirs:
         the run holding ``i`` is split around it and the result merged with
-        neighbours holding the same object."""
+        neighbours holding the same value."""
         if not 0 <= i < self._len:
             raise IndexError(f"index {i} out of {self._len}")
         starts, values = self._starts, self._values
         r = bisect.bisect_right(starts, i) - 1
         old = values[r]
-        if old is value:
+        if old == value:
             return
         end = starts[r + 1] if r + 1 < len(starts) else self._len
         if i + 1 < end:  # the rest of run r keeps its value
@@ -81,14 +79,14 @@ class Runs(Generic[T]):
             starts.insert(r + 1, i)
             values.insert(r + 1, value)
             k = r + 1
-        if k + 1 < len(starts) and values[k + 1] is value:
+        if k + 1 < len(starts) and values[k + 1] == value:
             del starts[k + 1]
             del values[k + 1]
-        if k > 0 and values[k - 1] is value:
+        if k > 0 and values[k - 1] == value:
             del starts[k]
             del values[k]
 
-    def runs(self) -> Iterator[tuple[int, T]]:
+    def runs(self) -> Iterator[tuple[int, int]]:
         """(start, value) of every run, ascending."""
         return zip(self._starts, self._values, strict=True)
 

@@ -39,15 +39,9 @@ from naga_core.kernel._state import Scalar
 from naga_core.ledger import Ledger
 from tests.ledger_helpers import fixed_signer
 
-
-@dataclass(frozen=True, eq=False)
-class Value:
-    """A distinct object (Runs compares by identity)."""
-
-    name: str
-
-
-POOL: tuple[Value | None, ...] = (None, Value("a"), Value("b"), Value("c"))
+# Few values, so that they repeat; big ones too (not the interned small
+# ints: equal values, distinct objects, are one run).
+POOL = (-1, 0, 1, 10**12)
 
 # ("append", value) | ("set", index, value) | ("read", index); an index is
 # taken modulo the length at that point.
@@ -61,45 +55,41 @@ runs_ops = st.lists(
 )
 
 
-def changes(items: Sequence[object]) -> int:
-    return sum(1 for i, v in enumerate(items) if i == 0 or v is not items[i - 1])
-
-
-def same(a: Sequence[object], b: Sequence[object]) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+def changes(items: Sequence[int]) -> int:
+    return sum(1 for i, v in enumerate(items) if i == 0 or v != items[i - 1])
 
 
 @settings(max_examples=300, deadline=None)
 @given(runs_ops)
 def test_runs_read_as_the_plain_list(ops: list[tuple[object, ...]]) -> None:
-    runs: Runs[Value | None] = Runs()
-    ref: list[Value | None] = []
+    runs = Runs()
+    ref: list[int] = []
     for op in ops:
         if op[0] == "append":
             value = op[1]
-            assert value is None or isinstance(value, Value)
-            runs.append(value)
+            assert isinstance(value, int)
+            runs.append(int(str(value)))  # a distinct object for a big int
             ref.append(value)
         elif op[0] == "set" and ref:
             i, value = op[1], op[2]
             assert isinstance(i, int)
-            assert value is None or isinstance(value, Value)
-            runs.set(i % len(ref), value)
+            assert isinstance(value, int)
+            runs.set(i % len(ref), int(str(value)))
             ref[i % len(ref)] = value
         elif op[0] == "read" and ref:
             i = op[1]
             assert isinstance(i, int)
             i = i % len(ref) - (len(ref) if i < 0 else 0)  # negative indexes too
-            assert runs[i] is ref[i], (i, ops)
+            assert runs[i] == ref[i], (i, ops)
         assert len(runs) == len(ref)
-        assert same(list(runs), ref)
-        assert all(runs[i] is v for i, v in enumerate(ref))
+        assert list(runs) == ref
+        assert all(runs[i] == v for i, v in enumerate(ref))
         starts = [s for s, _ in runs.runs()]
         assert len(starts) == changes(ref), "neighbouring runs hold the same value"
         assert starts == sorted(set(starts))
         assert starts[:1] == ([0] if ref else [])
     back = Runs(list(runs))  # the snapshot's per-index form and back
-    assert same(list(back), ref)
+    assert list(back) == ref
     assert [s for s, _ in back.runs()] == [s for s, _ in runs.runs()]
 
 
@@ -171,12 +161,16 @@ def old_image(ledger: Ledger) -> tuple[list[int], list[int], dict[int, int]]:
 def stacks(kernel: Kernel) -> list[list[int]]:
     """The in-force stack after every effect, as seqs, top first."""
     out: list[list[int]] = []
+    node_seq = kernel._node_seq  # pyright: ignore[reportPrivateUsage]
+    node_below = kernel._node_below  # pyright: ignore[reportPrivateUsage]
+    depth = kernel._node_depth  # pyright: ignore[reportPrivateUsage]
     for seq in kernel._effect_seqs:  # pyright: ignore[reportPrivateUsage]
         node = kernel._in_force_at(seq)  # pyright: ignore[reportPrivateUsage]
         stack: list[int] = []
-        while node is not None:
-            stack.append(node.seq)
-            node = node.below
+        while node >= 0:
+            assert depth[node] == (depth[node_below[node]] if node_below[node] >= 0 else 0) + 1
+            stack.append(node_seq[node])
+            node = node_below[node]
         out.append(stack)
     return out
 
