@@ -42,6 +42,7 @@ from naga.constants import KERNEL_EFFECT_KIND
 from naga.v1 import kernel_pb2 as kpb
 from naga.v1 import snapshot_pb2 as snpb
 from naga_core.errors import NagaError, NotFound
+from naga_core.kernel._runs import Runs
 from naga_core.kernel._state import (
     KernelError,
     Scalar,
@@ -143,17 +144,6 @@ class RollbackPreview:
     kept: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class _InForce:
-    """A reversible effect whose world part is in force, on top of those in
-    force before it: a persistent stack, so the stacks after every effect
-    share their common parts."""
-
-    seq: int
-    below: _InForce | None
-    depth: int
-
-
 class Kernel:
     """Kernel state over one ledger. Build with :meth:`open`."""
 
@@ -171,7 +161,18 @@ class Kernel:
         self._actions = actions
         self.state = State()
         self._effect_seqs = array("q")  # seqs of kernel.effect records, ascending
-        self._in_force: list[_InForce | None] = []  # the stack after each of them
+        # The reversible effects whose world part is in force: a persistent
+        # stack, so the stacks after every effect share their common parts.
+        # Node n is effect _node_seq[n] on top of node _node_below[n] (-1:
+        # none), _node_depth[n] deep; arrays, not objects (ADR 0052: an
+        # object a node cost about 120 bytes, these 24).
+        self._node_seq = array("q")
+        self._node_below = array("q")
+        self._node_depth = array("q")
+        # The node on top after each effect (-1: nothing in force), as change
+        # points (ADR 0052): most effects bring nothing into force, and a
+        # list cost 8 bytes each.
+        self._in_force = Runs()
         self._open_brackets: dict[int, kpb.Effect] = {}
         self._acquires: dict[int, kpb.Effect] = {}  # every ACQUIRE, by seq
         self._releases: dict[int, int] = {}  # RELEASE seq -> the ACQUIRE it closes
@@ -241,13 +242,15 @@ class Kernel:
         img.state.extend(set_op(f, k, v) for (f, k), v in self.state.items())
         img.versions.update(self._versions)
         img.effect_seqs.extend(self._effect_seqs)
-        img.in_force_tops.extend(n.seq if n is not None else -1 for n in self._in_force)
-        nodes: dict[int, int] = {}
-        for top in dict.fromkeys(self._in_force):  # the distinct tops, in order
+        node_seq, node_below = self._node_seq, self._node_below
+        img.in_force_tops.extend(node_seq[n] if n >= 0 else -1 for n in self._in_force)
+        nodes: dict[int, int] = {}  # the nodes a top stands on (not an aborted one's)
+        for _, top in self._in_force.runs():  # the tops, in order
             node = top
-            while node is not None and node.seq not in nodes:
-                nodes[node.seq] = node.below.seq if node.below is not None else -1
-                node = node.below
+            while node >= 0 and node_seq[node] not in nodes:
+                below = node_below[node]
+                nodes[node_seq[node]] = node_seq[below] if below >= 0 else -1
+                node = below
         for seq in sorted(nodes):
             img.node_seqs.append(seq)
             img.node_below.append(nodes[seq])
@@ -275,16 +278,22 @@ class Kernel:
             seqs and not 0 <= seqs[0] <= seqs[-1] <= image_seq
         ):
             raise bad("the effect seqs are not ascending within the ledger")
-        nodes: dict[int, _InForce] = {}
+        nodes: dict[int, int] = {}  # node seq -> node
+        node_seq, node_below, node_depth = array("q"), array("q"), array("q")
         for seq, below in sorted(zip(img.node_seqs, img.node_below, strict=True)):
-            under = nodes.get(below) if below >= 0 else None
-            if below >= 0 and (under is None or below >= seq):
+            under = nodes.get(below, -1) if below >= 0 else -1
+            if below >= 0 and (under < 0 or below >= seq):
                 raise bad(f"in-force node {seq} stands on unknown node {below}")
-            nodes[seq] = _InForce(seq, under, under.depth + 1 if under else 1)
-        in_force: list[_InForce | None] = []
+            nodes[seq] = len(node_seq)
+            node_seq.append(seq)
+            node_below.append(under)
+            node_depth.append(node_depth[under] + 1 if under >= 0 else 1)
+        # The image keeps one top an effect, the proto before ADR 0052: the
+        # images older cores wrote load, and older cores load these.
+        in_force = Runs()
         for top in img.in_force_tops:
-            node = nodes.get(top) if top >= 0 else None
-            if top >= 0 and node is None:
+            node = nodes.get(top, -1) if top >= 0 else -1
+            if top >= 0 and node < 0:
                 raise bad(f"in-force top {top} is not a node")
             in_force.append(node)
         effects = set(seqs)
@@ -304,6 +313,7 @@ class Kernel:
             raise bad(str(exc)) from None
         self._versions = dict(img.versions)
         self._effect_seqs = seqs
+        self._node_seq, self._node_below, self._node_depth = node_seq, node_below, node_depth
         self._in_force = in_force
         self._acquires = acquires
         self._releases = dict(zip(img.release_seqs, img.release_of, strict=True))
@@ -319,16 +329,24 @@ class Kernel:
         values: an op writing the value already there moves it too."""
         return self._versions.get(family, 0)
 
-    def _in_force_at(self, seq: int) -> _InForce | None:
+    def _in_force_at(self, seq: int) -> int:
+        """The node on top after record ``seq`` (-1: nothing in force)."""
         i = bisect.bisect_right(self._effect_seqs, seq) - 1
-        return self._in_force[i] if i >= 0 else None
+        return self._in_force[i] if i >= 0 else -1
+
+    def _push(self, seq: int, below: int) -> int:
+        """A new node: effect ``seq`` in force on top of node ``below``."""
+        self._node_seq.append(seq)
+        self._node_below.append(below)
+        self._node_depth.append(self._node_depth[below] + 1 if below >= 0 else 1)
+        return len(self._node_seq) - 1
 
     def _absorb(self, seq: int, effect: kpb.Effect) -> None:
         self.state.apply(effect.forward)
         versions = self._versions
         for op in effect.forward:
             versions[op.family] = versions.get(op.family, 0) + 1
-        top = self._in_force[-1] if self._in_force else None
+        top = self._in_force[-1] if self._in_force else -1
         if effect.form == kpb.EFFECT_FORM_ROLLBACK:
             top = self._in_force_at(effect.rollback_to)
         elif effect.form == kpb.EFFECT_FORM_ABORT:
@@ -336,11 +354,11 @@ class Kernel:
             # even at its own seq (a rollback to it must not run it again):
             # what is in force there and now is what was just before it.
             i = bisect.bisect_left(self._effect_seqs, effect.aborted)
-            top = self._in_force[i - 1] if i > 0 else None
+            top = self._in_force[i - 1] if i > 0 else -1
             if i < len(self._in_force):
-                self._in_force[i] = top
+                self._in_force.set(i, top)
         elif not effect.irreversible and (effect.do or effect.undo):
-            top = _InForce(seq, top, top.depth + 1 if top else 1)
+            top = self._push(seq, top)
         self._effect_seqs.append(seq)
         self._in_force.append(top)
         if effect.do:
@@ -356,19 +374,20 @@ class Kernel:
         elif effect.form in (kpb.EFFECT_FORM_ROLLBACK, kpb.EFFECT_FORM_ABORT):
             self._open_brackets = self._open_at(top)
 
-    def _open_at(self, top: _InForce | None) -> dict[int, kpb.Effect]:
+    def _open_at(self, top: int) -> dict[int, kpb.Effect]:
         """The brackets whose resource is held when ``top`` is in force: a
         rollback into the middle of a bracket acquires it again, and nobody
         holds it then, so the kernel tracks it until it is released (at the
         latest by the next open's recovery)."""
         acquired: list[int] = []
         released: set[int] = set()
-        while top is not None:
-            if top.seq in self._acquires:
-                acquired.append(top.seq)
-            elif top.seq in self._releases:
-                released.add(self._releases[top.seq])
-            top = top.below
+        while top >= 0:
+            seq = self._node_seq[top]
+            if seq in self._acquires:
+                acquired.append(seq)
+            elif seq in self._releases:
+                released.add(self._releases[seq])
+            top = self._node_below[top]
         return {a: self._acquires[a] for a in sorted(acquired) if a not in released}
 
     @property
@@ -587,16 +606,17 @@ class Kernel:
         # earlier ones (stepping forward through history, or rolling back to
         # the same point again) until the record passed the ledger's size
         # limit (after about 16) and rollback refused.
-        now, then = (self._in_force[-1] if self._in_force else None), self._in_force_at(to_seq)
+        now, then = (self._in_force[-1] if self._in_force else -1), self._in_force_at(to_seq)
+        node_seq, node_below, depth = self._node_seq, self._node_below, self._node_depth
         leave: list[int] = []  # last first
         enter: list[int] = []  # last first
-        while now is not then:
-            if now is not None and (then is None or now.depth >= then.depth):
-                leave.append(now.seq)
-                now = now.below
-            elif then is not None:
-                enter.append(then.seq)
-                then = then.below
+        while now != then:
+            if now >= 0 and (then < 0 or depth[now] >= depth[then]):
+                leave.append(node_seq[now])
+                now = node_below[now]
+            else:  # then >= 0: the two differ and now is the shallower
+                enter.append(node_seq[then])
+                then = node_below[then]
         known = dict(effects)
 
         def eff(seq: int) -> kpb.Effect:

@@ -110,3 +110,27 @@ def test_a_rollback_that_would_raise_trust_needs_the_owner(tmp_path: Path) -> No
         assert trust.level("wechat:bob") is TrustLevel.GUEST  # nothing changed
         k.rollback(before_lowering, by_owner=True)
         assert trust.level("wechat:bob") is TrustLevel.KNOWN
+
+
+def test_a_deep_in_force_stack_images_and_restores(tmp_path: Path) -> None:
+    """3000 reversible effects in force: the image used to hash each stack
+    node down to the bottom (a recursion per node: RecursionError past
+    about 1000, so no start-up snapshot); and 3000 registrations after
+    them cost one change point, not one entry each (ADR 0052)."""
+    world: dict[str, Scalar] = {}
+    with Ledger.open(str(tmp_path / "l"), fixed_signer()) as ledger:
+        k = Kernel.open(ledger, world_actions(world))
+        with k.staged():
+            for i in range(3000):
+                k.perform(
+                    [action("w.set", k=f"f{i}", v=i)], [action("w.del", k=f"f{i}")], description="w"
+                )
+            for i in range(3000):
+                k.register("setting", "n", i)
+        ledger.commit()
+        img = k.image()
+        assert len(img.in_force_tops) == len(img.node_seqs) + 3000 == 6000
+        assert len(list(k._in_force.runs())) == 3000  # pyright: ignore[reportPrivateUsage]
+        again = Kernel.open(ledger, world_actions({}), image=img, image_seq=ledger.size - 1)
+        assert again.image() == img
+        assert again.recovered == []
