@@ -17,7 +17,12 @@ and started again, and:
 * ``cpu_to_ready_s``: the new core process's own CPU time at readiness
   (wall time on a loaded machine says little; this says what the start
   costs);
-* ``ended``: how the acknowledged turns ended (``final``/``error``).
+* ``ended``: how the acknowledged turns ended (``final``/``error``);
+* ``children_at_kill`` / ``still_running_at_serving``: the killed core's
+  children (executors, provider, plugins) and how many of them still ran
+  at the new core's readiness (the bench kills soon after a start, while
+  they may still be importing: each left running took CPU from the start,
+  issue 13; docs/adr/0051-restart13-fast-restart.md).
 
 Run once on a fresh home and once on a home pre-filled with ``--records``
 turn records (written offline, as a long-lived home holds them).
@@ -197,6 +202,7 @@ def run_once(sessions: int, model_s: float, records: int) -> dict[str, Any]:
             if time.monotonic() > deadline:
                 raise SystemExit("not every message was accepted")
             time.sleep(0.01)
+        children = _children(core.proc.pid)
         killed = time.monotonic()
         core.proc.send_signal(signal.SIGKILL)
         core.proc.wait(10)
@@ -205,6 +211,7 @@ def run_once(sessions: int, model_s: float, records: int) -> dict[str, Any]:
         core = start_core_process(home, log)
         serving = time.monotonic()
         cpu = _cpu_s(core.proc.pid)
+        left = _still_running(children)
         new: dict[str, Any] = {}
         new_thread = threading.Thread(
             target=_send, args=(home, "fresh", "a new message", uuid.uuid4().hex, new)
@@ -230,6 +237,8 @@ def run_once(sessions: int, model_s: float, records: int) -> dict[str, Any]:
             "model_s": model_s,
             "kill_to_serving_s": round(serving - killed, 3),
             "cpu_to_ready_s": cpu,
+            "children_at_kill": len(children),
+            "still_running_at_serving": left,
             "new_message_s": round(new["at"] - serving, 3) if new.get("at") else None,
             "new_message_end": new.get("end"),
             "kill_to_last_recovered_s": round(
@@ -240,6 +249,35 @@ def run_once(sessions: int, model_s: float, records: int) -> dict[str, Any]:
     finally:
         model.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _children(pid: int) -> dict[int, str]:
+    """The processes ``pid`` started (its executors, provider and plugins),
+    by pid, each with its start time (a pid reused later is not it)."""
+    found: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (stat := _stat(int(entry))) is not None and stat[1] == str(pid):
+            found[int(entry)] = stat[19]
+    return found
+
+
+def _still_running(children: dict[int, str]) -> int:
+    """How many of ``children`` still run (not ended, not a zombie): a
+    killed core's children left running take CPU from the next start."""
+    return sum(
+        1
+        for pid, started in children.items()
+        if (stat := _stat(pid)) is not None and stat[19] == started and stat[0] not in "ZX"
+    )
+
+
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command (state first), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
 
 
 def _cpu_s(pid: int) -> float:
@@ -320,6 +358,7 @@ def run_tool_once(sessions: int, records: int) -> dict[str, Any]:
             if time.monotonic() > deadline:
                 raise SystemExit(f"only {model.held} writes were applied")
             model.all_held.wait(0.01)
+        children = _children(core.proc.pid)
         killed = time.monotonic()
         core.proc.send_signal(signal.SIGKILL)
         core.proc.wait(10)
@@ -329,6 +368,7 @@ def run_tool_once(sessions: int, records: int) -> dict[str, Any]:
         core = start_core_process(home, log)
         serving = time.monotonic()
         cpu = _cpu_s(core.proc.pid)
+        left = _still_running(children)
         model.let_go()
         threads = _writers(home, keys, states)
         for t in threads:
@@ -351,6 +391,8 @@ def run_tool_once(sessions: int, records: int) -> dict[str, Any]:
             "sessions": sessions,
             "kill_to_serving_s": round(serving - killed, 3),
             "cpu_to_ready_s": cpu,
+            "children_at_kill": len(children),
+            "still_running_at_serving": left,
             "kill_to_last_recovered_s": round(
                 max(st["at"] for st in states if st.get("at")) - killed, 3
             ),
