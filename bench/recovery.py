@@ -18,11 +18,13 @@ and started again, and:
   (wall time on a loaded machine says little; this says what the start
   costs);
 * ``ended``: how the acknowledged turns ended (``final``/``error``);
-* ``children_at_kill`` / ``still_running_at_serving``: the killed core's
-  children (executors, provider, plugins) and how many of them still ran
-  at the new core's readiness (the bench kills soon after a start, while
-  they may still be importing: each left running took CPU from the start,
-  issue 13; docs/adr/0051-restart13-fast-restart.md).
+* ``children_at_kill`` / ``still_running_at_serving`` /
+  ``children_cpu_after_kill_s``: the killed core's children (executors,
+  provider, plugins), how many of them still ran at the new core's
+  readiness and the CPU they took after the kill (the bench kills soon
+  after a start, while they may still be importing: what they took, the
+  new core's start did not get, issue 13;
+  docs/adr/0051-restart13-fast-restart.md).
 
 Run once on a fresh home and once on a home pre-filled with ``--records``
 turn records (written offline, as a long-lived home holds them).
@@ -211,7 +213,7 @@ def run_once(sessions: int, model_s: float, records: int) -> dict[str, Any]:
         core = start_core_process(home, log)
         serving = time.monotonic()
         cpu = _cpu_s(core.proc.pid)
-        left = _still_running(children)
+        left, orphan_cpu = _cpu_since(children)
         new: dict[str, Any] = {}
         new_thread = threading.Thread(
             target=_send, args=(home, "fresh", "a new message", uuid.uuid4().hex, new)
@@ -239,6 +241,7 @@ def run_once(sessions: int, model_s: float, records: int) -> dict[str, Any]:
             "cpu_to_ready_s": cpu,
             "children_at_kill": len(children),
             "still_running_at_serving": left,
+            "children_cpu_after_kill_s": orphan_cpu,
             "new_message_s": round(new["at"] - serving, 3) if new.get("at") else None,
             "new_message_end": new.get("end"),
             "kill_to_last_recovered_s": round(
@@ -251,24 +254,30 @@ def run_once(sessions: int, model_s: float, records: int) -> dict[str, Any]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _children(pid: int) -> dict[int, str]:
+def _children(pid: int) -> dict[int, tuple[str, int]]:
     """The processes ``pid`` started (its executors, provider and plugins),
-    by pid, each with its start time (a pid reused later is not it)."""
-    found: dict[int, str] = {}
+    by pid: each one's start time (a pid reused later is not it) and CPU
+    ticks so far."""
+    found: dict[int, tuple[str, int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit() and (stat := _stat(int(entry))) is not None and stat[1] == str(pid):
-            found[int(entry)] = stat[19]
+            found[int(entry)] = (stat[19], int(stat[11]) + int(stat[12]))
     return found
 
 
-def _still_running(children: dict[int, str]) -> int:
-    """How many of ``children`` still run (not ended, not a zombie): a
-    killed core's children left running take CPU from the next start."""
-    return sum(
-        1
-        for pid, started in children.items()
-        if (stat := _stat(pid)) is not None and stat[19] == started and stat[0] not in "ZX"
-    )
+def _cpu_since(children: dict[int, tuple[str, int]]) -> tuple[int, float]:
+    """How many of ``children`` still run (not ended, not a zombie) and the
+    CPU seconds they took since :func:`_children` listed them (a killed
+    core's children left running take it from the next start; one already
+    reaped is not counted)."""
+    running, ticks = 0, 0
+    for pid, (started, before) in children.items():
+        stat = _stat(pid)
+        if stat is None or stat[19] != started:
+            continue
+        running += stat[0] not in "ZX"
+        ticks += int(stat[11]) + int(stat[12]) - before
+    return running, ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -368,7 +377,7 @@ def run_tool_once(sessions: int, records: int) -> dict[str, Any]:
         core = start_core_process(home, log)
         serving = time.monotonic()
         cpu = _cpu_s(core.proc.pid)
-        left = _still_running(children)
+        left, orphan_cpu = _cpu_since(children)
         model.let_go()
         threads = _writers(home, keys, states)
         for t in threads:
@@ -393,6 +402,7 @@ def run_tool_once(sessions: int, records: int) -> dict[str, Any]:
             "cpu_to_ready_s": cpu,
             "children_at_kill": len(children),
             "still_running_at_serving": left,
+            "children_cpu_after_kill_s": orphan_cpu,
             "kill_to_last_recovered_s": round(
                 max(st["at"] for st in states if st.get("at")) - killed, 3
             ),
