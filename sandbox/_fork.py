@@ -28,7 +28,14 @@ class _Forker:
         self._lock = threading.Lock()
         self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._pid = 0
+
+    def forget(self) -> None:
+        """In a forked copy of the process: only the forking thread survives
+        a fork, so the copy starts a fork thread of its own (and the lock,
+        which another thread may have held at the fork, is a new one)."""
+        self._lock = threading.Lock()
+        self._jobs = queue.SimpleQueue()
+        self._thread = None
 
     def run(self, fork: Callable[[], T]) -> T:
         """``fork()`` on the fork thread; its result or its exception."""
@@ -48,11 +55,7 @@ class _Forker:
 
     def _started(self) -> threading.Thread:
         with self._lock:
-            if self._thread is None or self._pid != os.getpid():
-                # A forked copy of this process has no fork thread (only
-                # the forking thread survives a fork): it starts its own.
-                self._jobs = queue.SimpleQueue()
-                self._pid = os.getpid()
+            if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._serve, args=(self._jobs,), name="sandbox-fork", daemon=True
                 )
@@ -66,6 +69,7 @@ class _Forker:
 
 
 _FORKER = _Forker()
+os.register_at_fork(after_in_child=_FORKER.forget)
 
 
 def in_fork_thread(fork: Callable[[], T]) -> T:
