@@ -17,7 +17,14 @@ and started again, and:
 * ``cpu_to_ready_s``: the new core process's own CPU time at readiness
   (wall time on a loaded machine says little; this says what the start
   costs);
-* ``ended``: how the acknowledged turns ended (``final``/``error``).
+* ``ended``: how the acknowledged turns ended (``final``/``error``);
+* ``children_at_kill`` / ``still_running_at_serving`` /
+  ``children_cpu_after_kill_s``: the killed core's children (executors,
+  provider, plugins), how many of them still ran at the new core's
+  readiness and the CPU they took after the kill (the bench kills soon
+  after a start, while they may still be importing: what they took, the
+  new core's start did not get, issue 13;
+  docs/adr/0051-restart13-fast-restart.md).
 
 Run once on a fresh home and once on a home pre-filled with ``--records``
 turn records (written offline, as a long-lived home holds them).
@@ -197,6 +204,7 @@ def run_once(sessions: int, model_s: float, records: int) -> dict[str, Any]:
             if time.monotonic() > deadline:
                 raise SystemExit("not every message was accepted")
             time.sleep(0.01)
+        children = _children(core.proc.pid)
         killed = time.monotonic()
         core.proc.send_signal(signal.SIGKILL)
         core.proc.wait(10)
@@ -205,6 +213,7 @@ def run_once(sessions: int, model_s: float, records: int) -> dict[str, Any]:
         core = start_core_process(home, log)
         serving = time.monotonic()
         cpu = _cpu_s(core.proc.pid)
+        left, orphan_cpu = _cpu_since(children)
         new: dict[str, Any] = {}
         new_thread = threading.Thread(
             target=_send, args=(home, "fresh", "a new message", uuid.uuid4().hex, new)
@@ -230,6 +239,9 @@ def run_once(sessions: int, model_s: float, records: int) -> dict[str, Any]:
             "model_s": model_s,
             "kill_to_serving_s": round(serving - killed, 3),
             "cpu_to_ready_s": cpu,
+            "children_at_kill": len(children),
+            "still_running_at_serving": left,
+            "children_cpu_after_kill_s": orphan_cpu,
             "new_message_s": round(new["at"] - serving, 3) if new.get("at") else None,
             "new_message_end": new.get("end"),
             "kill_to_last_recovered_s": round(
@@ -240,6 +252,41 @@ def run_once(sessions: int, model_s: float, records: int) -> dict[str, Any]:
     finally:
         model.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _children(pid: int) -> dict[int, tuple[str, int]]:
+    """The processes ``pid`` started (its executors, provider and plugins),
+    by pid: each one's start time (a pid reused later is not it) and CPU
+    ticks so far."""
+    found: dict[int, tuple[str, int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (stat := _stat(int(entry))) is not None and stat[1] == str(pid):
+            found[int(entry)] = (stat[19], int(stat[11]) + int(stat[12]))
+    return found
+
+
+def _cpu_since(children: dict[int, tuple[str, int]]) -> tuple[int, float]:
+    """How many of ``children`` still run (not ended, not a zombie) and the
+    CPU seconds they took since :func:`_children` listed them (a killed
+    core's children left running take it from the next start; one already
+    reaped is not counted)."""
+    running, ticks = 0, 0
+    for pid, (started, before) in children.items():
+        stat = _stat(pid)
+        if stat is None or stat[19] != started:
+            continue
+        running += stat[0] not in "ZX"
+        ticks += int(stat[11]) + int(stat[12]) - before
+    return running, ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command (state first), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
 
 
 def _cpu_s(pid: int) -> float:
@@ -320,6 +367,7 @@ def run_tool_once(sessions: int, records: int) -> dict[str, Any]:
             if time.monotonic() > deadline:
                 raise SystemExit(f"only {model.held} writes were applied")
             model.all_held.wait(0.01)
+        children = _children(core.proc.pid)
         killed = time.monotonic()
         core.proc.send_signal(signal.SIGKILL)
         core.proc.wait(10)
@@ -329,6 +377,7 @@ def run_tool_once(sessions: int, records: int) -> dict[str, Any]:
         core = start_core_process(home, log)
         serving = time.monotonic()
         cpu = _cpu_s(core.proc.pid)
+        left, orphan_cpu = _cpu_since(children)
         model.let_go()
         threads = _writers(home, keys, states)
         for t in threads:
@@ -351,6 +400,9 @@ def run_tool_once(sessions: int, records: int) -> dict[str, Any]:
             "sessions": sessions,
             "kill_to_serving_s": round(serving - killed, 3),
             "cpu_to_ready_s": cpu,
+            "children_at_kill": len(children),
+            "still_running_at_serving": left,
+            "children_cpu_after_kill_s": orphan_cpu,
             "kill_to_last_recovered_s": round(
                 max(st["at"] for st in states if st.get("at")) - killed, 3
             ),

@@ -1,7 +1,9 @@
-"""The sandboxed side: ``python -m sandbox._child SPEC_FD REPORT_FD``.
+"""The sandboxed side: ``python -m sandbox._child SPEC_FD REPORT_FD LAUNCHER_PID``.
 
-Reads one :class:`SandboxSpec` from ``SPEC_FD``, applies the layers in this
-order, and reports on ``REPORT_FD``:
+Asks to be killed when the launcher dies (``PR_SET_PDEATHSIG``, again once
+the layers that may change its credentials are in place: no child outlives
+its supervisor), reads one :class:`SandboxSpec` from ``SPEC_FD``, applies
+the layers in this order, and reports on ``REPORT_FD``:
 
 1. rlimits
 2. no_new_privs
@@ -177,19 +179,21 @@ class _Setup:
         return result
 
 
-def _setup(spec: sandbox_pb2.SandboxSpec, setup: _Setup) -> Target:
+def _setup(spec: sandbox_pb2.SandboxSpec, setup: _Setup, launcher: int) -> Target:
     try:
         task_dir = _linux.open_task_dir()
     except OSError:
         task_dir = -1  # no /proc: the layers that must count threads fail, saying so
     try:
-        return _setup_layers(spec, setup, task_dir)
+        return _setup_layers(spec, setup, task_dir, launcher)
     finally:
         if task_dir != -1:
             os.close(task_dir)  # the target gets no handle into /proc
 
 
-def _setup_layers(spec: sandbox_pb2.SandboxSpec, setup: _Setup, task_dir: int) -> Target:
+def _setup_layers(
+    spec: sandbox_pb2.SandboxSpec, setup: _Setup, task_dir: int, launcher: int
+) -> Target:
     setup.step(Layer.RLIMITS, lambda: _apply_rlimits(spec))
     setup.step(Layer.NO_NEW_PRIVS, _linux.set_no_new_privs)
     if spec.unshare_user:
@@ -210,6 +214,9 @@ def _setup_layers(spec: sandbox_pb2.SandboxSpec, setup: _Setup, task_dir: int) -
         setup.step(Layer.CAPABILITIES, _linux.drop_capabilities)
     if spec.HasField("landlock"):
         setup.step(Layer.LANDLOCK_FS, lambda: _enforce_landlock(spec.landlock, task_dir))
+    # Asked again: a change of credentials (the layers above) may clear the
+    # parent-death signal, and the target's import comes next.
+    _linux.die_with(launcher)
     late = bool(spec.late_paths) and not setup.step(
         Layer.TARGET, lambda: _found_without_late_paths(spec.target)
     )
@@ -223,10 +230,13 @@ def _setup_layers(spec: sandbox_pb2.SandboxSpec, setup: _Setup, task_dir: int) -
 
 
 def main(argv: list[str]) -> NoReturn:
-    if len(argv) != 2 or not all(a.isdigit() for a in argv):
-        sys.stderr.write("usage: python -m sandbox._child SPEC_FD REPORT_FD\n")
+    if len(argv) != 3 or not all(a.isdigit() for a in argv):
+        sys.stderr.write("usage: python -m sandbox._child SPEC_FD REPORT_FD LAUNCHER_PID\n")
         sys.exit(2)
-    spec_fd, report_fd = int(argv[0]), int(argv[1])
+    spec_fd, report_fd, launcher = int(argv[0]), int(argv[1]), int(argv[2])
+    # Before anything slow (the target's imports are most of a start): a
+    # child whose supervisor is gone has no one to serve.
+    _linux.die_with(launcher)
     spec = _wire.read_message(spec_fd, sandbox_pb2.SandboxSpec())
     os.close(spec_fd)
     if spec is None:
@@ -234,7 +244,7 @@ def main(argv: list[str]) -> NoReturn:
         sys.exit(SETUP_FAILED)
     setup = _Setup()
     try:
-        target = _setup(spec, setup)
+        target = _setup(spec, setup, launcher)
     except _SetupError as e:
         failure = sandbox_pb2.SetupFailure(layer=e.layer.to_proto(), errno=e.errno, detail=e.detail)
         _wire.write_message(report_fd, sandbox_pb2.SetupReport(failure=failure))

@@ -26,6 +26,7 @@ from sandbox import _hosts, _wire
 from sandbox._cgroup import Cgroup
 from sandbox._detect import KernelReport, detect
 from sandbox._exit import Exit, ExitKind, describe_status
+from sandbox._fork import in_fork_thread
 from sandbox._plan import Degradation, plan
 from sandbox._profile import (
     CORE_SOCKET_ENV,
@@ -80,8 +81,10 @@ def _child_env(profile: Profile, work_dir: str, extra: Mapping[str, str]) -> dic
 #: is looked for anywhere). The import path is exactly the trusted one the
 #: launcher hands over; a plugin's folder joins it only once every layer is
 #: in force (``SandboxSpec.late_paths``).
+#: The launcher's pid follows the two descriptors: the child dies with it
+#: (``_linux.die_with``), so none outlives its supervisor.
 _BOOT = (
-    "import sys; sys.path[:] = sys.argv[3:]; del sys.argv[3:]; "
+    "import sys; sys.path[:] = sys.argv[4:]; del sys.argv[4:]; "
     "from sandbox._child import main; main(sys.argv[1:])"
 )
 
@@ -187,22 +190,28 @@ def launch(
     spec_r, spec_w = os.pipe()
     report_r, report_w = os.pipe()
     try:
-        popen = subprocess.Popen(
-            [
-                sys.executable,
-                *("-I", "-S", "-B", "-c", _BOOT),
-                str(spec_r),
-                str(report_w),
-                *child_sys_path(profile),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
-            env=child_env,
-            cwd=profile.work_dir,
-            pass_fds=(spec_r, report_w, *pass_fds),
-            close_fds=True,
-            start_new_session=True,
+        argv = [
+            sys.executable,
+            *("-I", "-S", "-B", "-c", _BOOT),
+            str(spec_r),
+            str(report_w),
+            str(os.getpid()),
+            *child_sys_path(profile),
+        ]
+        # Forked by the one thread that lives as long as this process: the
+        # child's parent-death signal follows the forking thread (_fork).
+        popen = in_fork_thread(
+            lambda: subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                env=child_env,
+                cwd=profile.work_dir,
+                pass_fds=(spec_r, report_w, *pass_fds),
+                close_fds=True,
+                start_new_session=True,
+            )
         )
     except OSError as e:
         for fd in (spec_r, spec_w, report_r, report_w):

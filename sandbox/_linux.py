@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import signal
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -25,6 +26,7 @@ _unshare.restype = ctypes.c_int
 _unshare.argtypes = (ctypes.c_int,)
 
 # <linux/prctl.h>
+PR_SET_PDEATHSIG = 1
 PR_GET_DUMPABLE = 3
 PR_SET_NAME = 15
 PR_GET_NAME = 16
@@ -105,6 +107,15 @@ def prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 
     if result < 0:
         raise _fail(f"prctl({option})")
     return result
+
+
+def die_with(parent: int) -> None:
+    """SIGKILL this process when ``parent`` (its launcher) dies; at once if
+    it died already (then this process was reparented: ``getppid`` says
+    so, after the request, so no death falls between the two)."""
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def set_no_new_privs() -> None:

@@ -17,8 +17,6 @@ import os
 import sys
 from typing import Any
 
-import segno
-
 from naga.constants import WECHAT_SEND_MAX_BYTES as MAX_SEND_BYTES
 from naga.sdk import Client
 from naga.v1 import wechat_pb2 as wpb
@@ -67,6 +65,8 @@ def _say(as_json: bool, answer: wpb.WechatBindResponse, *, draw: bool) -> None:
         sys.stdout.flush()
         return
     if draw:
+        import segno  # noqa: PLC0415 - only to draw a QR code: kept out of every core start
+
         segno.make(answer.url, error="m").terminal(out=sys.stdout, compact=True)
         sys.stdout.write(f"scan it with WeChat, or open: {answer.url}\n")
     sys.stdout.write(f"{_SAYS.get(answer.status, answer.status)}\n")

@@ -33,8 +33,8 @@ from naga_core.ledger._record import (
     HEADER,
     MIN_BODY_BYTES,
     FrameFault,
+    blob_refs_of,
     check_frame,
-    decode_body,
     find_next_frame,
 )
 
@@ -166,11 +166,11 @@ def scan_segment(
             # Full decode only when asked (verify, and the unsealed tail at
             # open): past a good CRC a bad layout means a writer bug or forgery.
             try:
-                rec = decode_body(bytes(body), leaf)
+                refs = blob_refs_of(body)
             except InvalidRecord as exc:
                 res.damage = Damage(pos, f"seq {seq}: {exc}")
                 break
-            res.blob_refs.extend(rec.blob_refs)
+            res.blob_refs.extend(refs)
         offsets.append(pos)
         leaves += leaf
         prev = leaf

@@ -16,8 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
 
-import yaml
-
 from naga_core.skills._errors import Reason, SkillRefused
 
 SKILL_FILE = "SKILL.md"
@@ -85,6 +83,8 @@ def parse(raw: bytes) -> SkillDoc:
     end = next((i for i in range(1, len(lines)) if lines[i].rstrip("\r\n") == "---"), None)
     if end is None:
         raise SkillRefused(Reason.BAD_FORMAT, "SKILL.md's frontmatter has no closing '---' line")
+    import yaml  # noqa: PLC0415 - a core start reads no SKILL.md: kept out of it (issue 13)
+
     try:
         loaded: object = yaml.safe_load("".join(lines[1:end]))
     except yaml.YAMLError as exc:
@@ -130,6 +130,8 @@ def check_files(files: Mapping[str, bytes]) -> SkillDoc:
 def render(name: str, description: str, body: str) -> bytes:
     """A SKILL.md for a skill the agent writes (the frontmatter dumped by
     the same YAML library, so it reads back as written)."""
+    import yaml  # noqa: PLC0415 - as in parse()
+
     front = yaml.safe_dump(
         {"name": name, "description": description}, sort_keys=False, allow_unicode=True
     )

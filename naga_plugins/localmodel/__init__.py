@@ -7,10 +7,12 @@ profile (``sandbox.Profile.model_server``) with the argument list
 * ``LIFELINE_FD``: the read end of a pipe whose write end only the core
   holds. It reads end-of-file when the core is gone, however it went (a
   core killed outright cannot stop its children), and the server then stops:
-  SIGTERM to itself, SIGKILL after ``GRACE_S`` seconds. A pipe, not
-  ``PR_SET_PDEATHSIG``, which follows the parent *thread* (trio launches
-  from worker threads that retire when idle), and not a pidfd, which the
-  seccomp filter does not allow.
+  SIGTERM to itself, SIGKILL after ``GRACE_S`` seconds. Not a pidfd, which
+  the seccomp filter does not allow. Every sandboxed child also asks the
+  kernel for SIGKILL when its launcher dies (``PR_SET_PDEATHSIG``, which
+  follows the forking *thread*: ``sandbox._fork`` forks from one thread
+  that lives as long as the core), so a core killed outright takes its
+  server with it at once; the pipe is the graceful stop.
 * ``LISTEN_FD``: a TCP socket the core bound on loopback and put in listen
   mode. The server accepts on it and has no network of its own: it runs in
   a private network namespace and may not create a TCP socket at all.

@@ -7,8 +7,9 @@ import subprocess
 import sys
 
 #: Imported by nothing a core start runs: httpx (with click and pygments,
-#: which httpx pulls in when installed) only starts the local model.
-NOT_AT_START = ("httpx", "click", "pygments")
+#: which httpx pulls in when installed) only starts the local model; segno
+#: only draws a WeChat login's QR code; yaml only reads or writes a SKILL.md.
+NOT_AT_START = ("httpx", "click", "pygments", "segno", "yaml")
 
 
 def test_the_core_start_does_not_import_what_only_rare_paths_need() -> None:

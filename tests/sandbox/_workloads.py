@@ -64,6 +64,15 @@ def session(args: list[str]) -> int:
     return _report(args[0], str(os.getsid(0) == os.getpid()))
 
 
+def echo_lines(args: list[str]) -> int:
+    """Each line read from ``args[0]`` written back to ``args[1]``, until EOF."""
+    with os.fdopen(int(args[0]), "rb") as lines, os.fdopen(int(args[1]), "wb") as out:
+        for line in lines:
+            out.write(line)
+            out.flush()
+    return 0
+
+
 def grpc_echo(args: list[str]) -> int:
     """A gRPC call to the core over its Unix socket, as an executor makes."""
     with grpc.insecure_channel("unix:" + os.environ["NAGA_CORE_SOCKET"]) as channel:
