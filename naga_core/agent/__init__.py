@@ -5,6 +5,7 @@ from naga_core.agent._agent import SESSION, Agent
 from naga_core.agent._config import EXECUTOR_ROLE, SYSTEM_PROMPT, AgentConfig
 from naga_core.agent._core import Caller, Core
 from naga_core.agent._core_tools import CoreTool, CoreToolAnswer, CoreTools, TurnView
+from naga_core.agent._describe import describe_turn_record
 from naga_core.agent._distill import Distilled, distill
 from naga_core.agent._distill_due import ARCHIVED_FAMILY, DISTILL, DueFold
 from naga_core.agent._distill_idle import IDLE_SETTING, IdleFold, watch_idle
@@ -59,6 +60,7 @@ __all__ = [
     "IDLE_SETTING",
     "IdleFold",
     "watch_idle",
+    "describe_turn_record",
     "distill",
     "EXECUTOR_ROLE",
     "SESSION",

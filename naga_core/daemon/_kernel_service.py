@@ -11,6 +11,7 @@ from google.protobuf.message import DecodeError
 from naga.v1 import authz_pb2 as zpb
 from naga.v1 import core_pb2 as cpb
 from naga.v1 import kernel_pb2 as kpb
+from naga_core.agent import describe_turn_record
 from naga_core.authz import MINTED_KIND, describe_minted
 from naga_core.daemon import _checks, _convert
 from naga_core.daemon._auth import Principal
@@ -177,6 +178,8 @@ def _entry(rec: Record) -> cpb.HistoryEntry:
             entry.description = describe_minted(zpb.TokenMinted.FromString(rec.payload))
         except DecodeError:
             entry.description = "(unreadable token record)"
+    else:
+        entry.description = describe_turn_record(rec.kind, rec.payload)
     return entry
 
 
