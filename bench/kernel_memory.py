@@ -103,13 +103,16 @@ def _fill(kernel: Kernel, effects: int, mix: str) -> None:
 def _site(filename: str, lineno: int) -> str:
     if filename.endswith("kernel/_runs.py"):
         return "in_force"
-    if filename.endswith("kernel/_kernel.py"):
+    # The in-force stack moved from _kernel.py to _in_force.py (its own
+    # class); the marks name both so that figures from before compare.
+    if filename.endswith(("kernel/_kernel.py", "kernel/_in_force.py")):
         src = linecache.getline(filename, lineno)
         marks = (
-            ("effect_seqs", "_effect_seqs"),
+            ("effect_seqs", "effect_seqs"),
             ("nodes", "_InForce("),  # the stack's nodes as objects (before ADR 0052)
-            ("nodes", "_node_"),  # as arrays
+            ("nodes", "node_"),  # as arrays
             ("in_force", "_in_force"),
+            ("in_force", "tops"),
         )
         return next((name for name, mark in marks if mark in src), "kernel_other")
     return "kernel_other" if "naga_core/kernel/" in filename else "elsewhere"
@@ -129,7 +132,7 @@ def measure(effects: int, mix: str, root: str) -> dict[str, object]:
         kept = tracemalloc.get_traced_memory()[0] - base
         snap = tracemalloc.take_snapshot()
         tracemalloc.stop()
-        n = len(kernel._effect_seqs)  # pyright: ignore[reportPrivateUsage]
+        n = len(kernel._in_force.effect_seqs)  # pyright: ignore[reportPrivateUsage]
         records = ledger.size
         try:  # the start-up image of this kernel (what a snapshot writes)
             image: object = len(kernel.image().in_force_tops)

@@ -3,7 +3,7 @@ each method's params turned into a ConsoleAdminService request carrying the
 owner's console session, and the core's answer into the JSON the console
 shows.
 
-The gateway refuses a peer below owner before it asks (``_conn``), but that
+The gateway refuses a peer below owner before it asks (``_methods``), but that
 is a courtesy: the core checks the session credential itself on every call,
 so a gateway that forgot, or a forged cookie, changes nothing.
 """

@@ -15,7 +15,7 @@ privilege ratchets; ``Kernel.open`` alone enforces none.
 from naga_core.kernel._branch import Branch, open_branch
 from naga_core.kernel._component_types import ComponentError
 from naga_core.kernel._components import ComponentSpec, LifecyclePlanner, one_shot
-from naga_core.kernel._kernel import (
+from naga_core.kernel._effect import (
     APPLIED_KIND,
     EFFECT_KIND,
     PINNED_FAMILIES,
@@ -24,7 +24,6 @@ from naga_core.kernel._kernel import (
     Change,
     ImageRejected,
     Keep,
-    Kernel,
     OwnerRequired,
     PinnedFamily,
     Ratchet,
@@ -32,6 +31,7 @@ from naga_core.kernel._kernel import (
     action,
     replay,
 )
+from naga_core.kernel._kernel import Kernel
 from naga_core.kernel._runtime import Component, ComponentRuntime
 from naga_core.kernel._settings import (
     DEFAULT_SETTINGS,

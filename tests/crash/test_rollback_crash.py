@@ -42,11 +42,11 @@ from pathlib import Path
 import pytest
 
 from naga.v1 import kernel_pb2 as pb
+from naga_core.kernel._effect import parse_effect
 from naga_core.kernel._kernel import (
     EFFECT_KIND,
     Actions,
     Kernel,
-    _parse,  # pyright: ignore[reportPrivateUsage]
     action,
     replay,
 )
@@ -269,7 +269,7 @@ def test_sigkill_mid_rollback_leaves_before_or_after(tmp_path: Path) -> None:
                 assert ledger.size == history.size + 2, f"{ctx}: ROLLBACK and its marker"
                 rec = ledger.read(history.size)
                 assert rec.kind == EFFECT_KIND, ctx
-                effect = _parse(rec.payload, rec.seq)
+                effect = parse_effect(rec.payload, rec.seq)
                 assert effect.form == pb.EFFECT_FORM_ROLLBACK, ctx
                 assert effect.rollback_to == history.to, ctx
                 interrupted += bool(kernel.recovered)

@@ -26,12 +26,12 @@ from hypothesis import strategies as st
 
 from naga.v1 import kernel_pb2 as kpb
 from naga.v1 import snapshot_pb2 as snpb
+from naga_core.kernel._effect import parse_effect
 from naga_core.kernel._kernel import (
     EFFECT_KIND,
     ActionFailed,
     Actions,
     Kernel,
-    _parse,  # pyright: ignore[reportPrivateUsage]
     action,
 )
 from naga_core.kernel._runs import Runs
@@ -135,7 +135,7 @@ def old_image(ledger: Ledger) -> tuple[list[int], list[int], dict[int, int]]:
     for rec in ledger.iter_records(0):
         if rec.kind != EFFECT_KIND:
             continue
-        effect = _parse(rec.payload, rec.seq)
+        effect = parse_effect(rec.payload, rec.seq)
         top = tops[-1] if tops else None
         if effect.form == kpb.EFFECT_FORM_ROLLBACK:
             i = bisect.bisect_right(seqs, effect.rollback_to) - 1
@@ -161,11 +161,10 @@ def old_image(ledger: Ledger) -> tuple[list[int], list[int], dict[int, int]]:
 def stacks(kernel: Kernel) -> list[list[int]]:
     """The in-force stack after every effect, as seqs, top first."""
     out: list[list[int]] = []
-    node_seq = kernel._node_seq  # pyright: ignore[reportPrivateUsage]
-    node_below = kernel._node_below  # pyright: ignore[reportPrivateUsage]
-    depth = kernel._node_depth  # pyright: ignore[reportPrivateUsage]
-    for seq in kernel._effect_seqs:  # pyright: ignore[reportPrivateUsage]
-        node = kernel._in_force_at(seq)  # pyright: ignore[reportPrivateUsage]
+    in_force = kernel._in_force  # pyright: ignore[reportPrivateUsage]
+    node_seq, node_below, depth = in_force.node_seq, in_force.node_below, in_force.node_depth
+    for seq in in_force.effect_seqs:
+        node = in_force.at(seq)
         stack: list[int] = []
         while node >= 0:
             assert depth[node] == (depth[node_below[node]] if node_below[node] >= 0 else 0) + 1

@@ -59,6 +59,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from naga.v1 import kernel_pb2 as pb
+from naga_core.kernel._effect import parse_effect
 from naga_core.kernel._kernel import (
     APPLIED_KIND,
     EFFECT_KIND,
@@ -66,7 +67,6 @@ from naga_core.kernel._kernel import (
     Actions,
     Kernel,
     RollbackPreview,
-    _parse,  # pyright: ignore[reportPrivateUsage]
     action,
     replay,
 )
@@ -476,7 +476,7 @@ class Reversibility(RuleBasedStateMachine):
         assert self.ledger.size == len(self.state_at), f"{WHO}: untracked records"
         for rec in self.ledger.iter_records(self.checked):
             if rec.kind == EFFECT_KIND:
-                self.replayed.apply(_parse(rec.payload, rec.seq).forward)
+                self.replayed.apply(parse_effect(rec.payload, rec.seq).forward)
             assert typed_map(self.replayed.snapshot()) == typed_map(self.state_at[rec.seq]), (
                 f"{WHO}: replay(ledger, {rec.seq}) differs from the state at {rec.seq}"
             )

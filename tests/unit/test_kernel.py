@@ -130,7 +130,7 @@ def test_a_deep_in_force_stack_images_and_restores(tmp_path: Path) -> None:
         ledger.commit()
         img = k.image()
         assert len(img.in_force_tops) == len(img.node_seqs) + 3000 == 6000
-        assert len(list(k._in_force.runs())) == 3000  # pyright: ignore[reportPrivateUsage]
+        assert len(list(k._in_force.tops.runs())) == 3000  # pyright: ignore[reportPrivateUsage]
         again = Kernel.open(ledger, world_actions({}), image=img, image_seq=ledger.size - 1)
         assert again.image() == img
         assert again.recovered == []

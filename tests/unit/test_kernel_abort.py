@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from naga.v1 import kernel_pb2 as pb
+from naga_core.kernel._effect import parse_effect
 from naga_core.kernel._kernel import (
     EFFECT_KIND,
     ActionFailed,
     Kernel,
     KernelError,
-    _parse,  # pyright: ignore[reportPrivateUsage]
     action,
     replay,
 )
@@ -38,7 +38,7 @@ class Flaky:
 
 
 def effects(ledger: Ledger) -> list[pb.Effect]:
-    return [_parse(r.payload, r.seq) for r in ledger.iter_records() if r.kind == EFFECT_KIND]
+    return [parse_effect(r.payload, r.seq) for r in ledger.iter_records() if r.kind == EFFECT_KIND]
 
 
 def test_a_failing_action_aborts_the_effect_and_runs_its_undo(tmp_path: Path) -> None:
