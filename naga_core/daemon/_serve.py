@@ -359,9 +359,10 @@ async def _serve(
     # Asked once for every sandboxed child of this core (each probe starts
     # interpreters), before anything launches.
     report = await trio.to_thread.run_sync(sandbox.detect)
-    if report.cgroups is not None and (
-        swept := await trio.to_thread.run_sync(sandbox.sweep_stale_cgroups, report.cgroups)
-    ):
+    if report.cgroups is not None and report.cgroups.usable:
+        swept = await trio.to_thread.run_sync(sandbox.sweep_stale_cgroups, report.cgroups)
+        # Said at every start, none or some: whether the sweep ran is for
+        # the log to tell (another core's start may have removed them first).
         log.info("naga-core: removed %d empty cgroups left by killed processes", swept)
     workers = AgentWorkers(config.home, config.agent, config.plugins.tuning)
     # The skill library: versions in the blob store, refs in kernel state;

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -237,8 +238,11 @@ def test_a_start_sweeps_the_empty_cgroups_a_killed_core_left(tmp_path: Path) -> 
             with Client.connect(home) as c:
                 c.shutdown("test")
             assert core.proc.wait(30) == 0
+        # This start swept (its log says so). The groups may have been
+        # removed by another core's start on this machine just before (a
+        # parallel test's: the same sweep), so its count is not asserted.
         with open(os.path.join(home, "run", "core.log"), encoding="utf-8") as f:
-            assert "empty cgroups left by killed processes" in f.read()
+            assert re.search(r"removed \d+ empty cgroups left by killed processes", f.read())
     finally:
         for d in left + live:
             with contextlib.suppress(FileNotFoundError):
