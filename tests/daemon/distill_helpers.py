@@ -4,13 +4,47 @@ waits for its record instead of reading it off the archive's answer."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Generator
+from contextlib import contextmanager
+
+import pytest
+
 from naga.sdk import Client
 from naga.v1 import memory_pb2 as mmpb
-from naga_core.agent import DISTILL
+from naga_core.agent import DISTILL, AgentConfig
+from naga_core.plugins import PluginsConfig
+from tests.agent.conftest import PLUGINS, ServerThread, write_providers
+from tests.daemon.conftest import InProcessCore, core_in_thread
+from tests.plugin_host.conftest import STEADY
+
+AGENT = AgentConfig(executors=1, turn_timeout_s=60).with_budgets(100_000)
 
 #: Longest a test waits for a distillation's record (the fake model answers
 #: at once once released; this bounds a broken test, it is not a timing).
 WAIT_S = 60.0
+
+
+@pytest.fixture
+def provider_home(home: str, model_server: ServerThread) -> str:
+    """A fresh home whose providers.json names the fake model."""
+    os.makedirs(home, mode=0o700)
+    write_providers(home, model_server.server.openai_url)
+    return home
+
+
+@contextmanager
+def distill_core(home: str) -> Generator[InProcessCore]:
+    """A real core on ``home`` with its executor and provider plugin."""
+    config = PluginsConfig(roots=(str(PLUGINS),), tuning=STEADY)
+    with core_in_thread(home, plugins=config, agent=AGENT) as core:
+        yield core
+
+
+def stop_core(core: InProcessCore) -> None:
+    with core.client() as c:
+        c.shutdown("test: stop")
+    assert not core.join().failed
 
 
 def wait_distilled(

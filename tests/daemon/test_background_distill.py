@@ -15,50 +15,30 @@ held until the test releases it:
 from __future__ import annotations
 
 import json
-import os
 import uuid
-from collections.abc import Generator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import trio
 
 from naga.sdk import Client
-from naga_core.agent import AgentConfig
-from naga_core.plugins import PluginsConfig
-from tests.agent.conftest import PLUGINS, ServerThread, model_server, write_providers
-from tests.daemon.conftest import InProcessCore, core_in_thread, start_core_process
-from tests.daemon.distill_helpers import WAIT_S, distilled, wait_distilled
+from tests.agent.conftest import ServerThread, model_server
+from tests.daemon.conftest import start_core_process
+from tests.daemon.distill_helpers import (
+    WAIT_S,
+    distill_core,
+    distilled,
+    provider_home,
+    stop_core,
+    wait_distilled,
+)
 from tests.fakes.model_server import Reply
 from tests.ledger_helpers import verify_home
-from tests.plugin_host.conftest import READY_S, STEADY
+from tests.plugin_host.conftest import READY_S
 
-__all__ = ["model_server"]  # the fixture, used by name
+__all__ = ["model_server", "provider_home"]  # the fixtures, used by name
 
 pytestmark = pytest.mark.slow
-
-AGENT = AgentConfig(executors=1, turn_timeout_s=60).with_budgets(100_000)
-
-
-@pytest.fixture
-def provider_home(home: str, model_server: ServerThread) -> str:
-    os.makedirs(home, mode=0o700)
-    write_providers(home, model_server.server.openai_url)
-    return home
-
-
-@contextmanager
-def _core(home: str) -> Generator[InProcessCore]:
-    config = PluginsConfig(roots=(str(PLUGINS),), tuning=STEADY)
-    with core_in_thread(home, plugins=config, agent=AGENT) as core:
-        yield core
-
-
-def _stop(core: InProcessCore) -> None:
-    with core.client() as c:
-        c.shutdown("test: stop")
-    assert not core.join().failed
 
 
 def _fact(tag: str) -> str:
@@ -102,7 +82,7 @@ def test_an_archive_answers_while_its_distillation_is_held(
     provider_home: str, model_server: ServerThread
 ) -> None:
     tag, hold = uuid.uuid4().hex[:8], f"held-{uuid.uuid4().hex[:8]}"
-    with _core(provider_home) as core, core.client() as c:
+    with distill_core(provider_home) as core, core.client() as c:
         _said(model_server, c, "bg-archive", tag)
         model_server.script(_memories(tag, hold=hold))
         start = c.head().size
@@ -123,7 +103,7 @@ def test_an_archive_answers_while_its_distillation_is_held(
         # Unarchiving distils nothing.
         back = c.archive_session("bg-archive", archived=False, timeout=30)
         assert (back.archived, back.distilling) == (False, False), back
-        _stop(core)
+        stop_core(core)
     verify_home(provider_home)
 
 
@@ -131,19 +111,19 @@ def test_a_distillation_the_stop_cancelled_is_redone_at_the_next_start_once(
     provider_home: str, model_server: ServerThread
 ) -> None:
     tag, hold = uuid.uuid4().hex[:8], f"cut-{uuid.uuid4().hex[:8]}"
-    with _core(provider_home) as core, core.client() as c:
+    with distill_core(provider_home) as core, core.client() as c:
         _said(model_server, c, "bg-stop", tag)
         model_server.script(_memories(tag, hold=hold))
         assert c.archive_session("bg-stop", timeout=30).distilling
         _held(model_server, hold)
-        _stop(core)  # with the model call in flight: cancelled, nothing recorded
+        stop_core(core)  # with the model call in flight: cancelled, nothing recorded
     # The next start finds it due (in the stop's start-up snapshot) and
     # distils it before anything else the core is asked.
     model_server.script(_memories(tag))
-    with _core(provider_home) as core, core.client() as c:
+    with distill_core(provider_home) as core, core.client() as c:
         _, body = wait_distilled(c, "bg-stop", 0)
         assert body.outcome == "1 kept, 0 refused", body
-        _stop(core)
+        stop_core(core)
     _redone_once(provider_home, model_server, tag, "bg-stop")
 
 
@@ -162,10 +142,10 @@ def test_a_distillation_a_kill_cut_short_is_redone_at_the_next_start_once(
         proc.proc.kill()  # SIGKILL: no stop, no snapshot; the ledger as it was
         proc.proc.wait()
     model_server.script(_memories(tag))
-    with _core(provider_home) as core, core.client() as c:
+    with distill_core(provider_home) as core, core.client() as c:
         _, body = wait_distilled(c, "bg-kill", 0)
         assert body.outcome == "1 kept, 0 refused", body
-        _stop(core)
+        stop_core(core)
     _redone_once(provider_home, model_server, tag, "bg-kill")
 
 
@@ -174,7 +154,7 @@ def _redone_once(home: str, model: ServerThread, tag: str, session: str) -> None
     then is distilled by the one runner after anything the start queued,
     so once its record is there, a second one of ``session`` would be too."""
     marker = f"bg-marker-{tag}"
-    with _core(home) as core, core.client() as c:
+    with distill_core(home) as core, core.client() as c:
         _said(model, c, marker, uuid.uuid4().hex[:8])
         model.script(Reply.answer('{"memories": []}'))
         start = c.head().size
@@ -183,7 +163,7 @@ def _redone_once(home: str, model: ServerThread, tag: str, session: str) -> None
         assert body.outcome == "nothing worth remembering", body
         assert [b.outcome for b in distilled(c, session)] == ["1 kept, 0 refused"]
         assert [i.text for i in c.memory_items("webchat:owner")].count(_fact(tag)) == 1
-        _stop(core)
+        stop_core(core)
     # The cut call and its redo; the marker's is its own.
     assert _distil_asks(model, tag) == 2
     verify_home(home)

@@ -13,51 +13,30 @@ the timer starts on:
 from __future__ import annotations
 
 import json
-import os
 import uuid
-from collections.abc import Generator
-from contextlib import contextmanager
 
 import pytest
 
 from naga.sdk import Client
-from naga_core.agent import AgentConfig
-from naga_core.plugins import PluginsConfig
-from tests.agent.conftest import PLUGINS, ServerThread, model_server, write_providers
-from tests.daemon.conftest import InProcessCore, core_in_thread
-from tests.daemon.distill_helpers import distilled, wait_distilled
+from tests.agent.conftest import ServerThread, model_server
+from tests.daemon.distill_helpers import (
+    distill_core,
+    distilled,
+    provider_home,
+    stop_core,
+    wait_distilled,
+)
 from tests.fakes.model_server import Reply
 from tests.ledger_helpers import verify_home
-from tests.plugin_host.conftest import READY_S, STEADY
+from tests.plugin_host.conftest import READY_S
 
-__all__ = ["model_server"]  # the fixture, used by name
+__all__ = ["model_server", "provider_home"]  # the fixtures, used by name
 
 pytestmark = pytest.mark.slow
 
-AGENT = AgentConfig(executors=1, turn_timeout_s=60).with_budgets(100_000)
 #: 1.8 s: a real setting value, small enough for a test.
 IDLE_H = 0.0005
 PROMPT = "You distil long-term memories"
-
-
-@pytest.fixture
-def provider_home(home: str, model_server: ServerThread) -> str:
-    os.makedirs(home, mode=0o700)
-    write_providers(home, model_server.server.openai_url)
-    return home
-
-
-@contextmanager
-def _core(home: str) -> Generator[InProcessCore]:
-    config = PluginsConfig(roots=(str(PLUGINS),), tuning=STEADY)
-    with core_in_thread(home, plugins=config, agent=AGENT) as core:
-        yield core
-
-
-def _stop(core: InProcessCore) -> None:
-    with core.client() as c:
-        c.shutdown("test: stop")
-    assert not core.join().failed
 
 
 def _talk(model: ServerThread, client: Client, session: str, said: str, fact: str) -> int:
@@ -83,10 +62,10 @@ def test_an_idle_session_is_distilled_without_an_archive_new_messages_only(
 ) -> None:
     tag = uuid.uuid4().hex[:8]
     first, second = f"I keep bees in Dijon {tag}.", f"I play the oboe {tag}."
-    with _core(provider_home) as core, core.client() as c:
+    with distill_core(provider_home) as core, core.client() as c:
         assert c.set_setting("memory.distill_idle_h", IDLE_H).HasField("seq")
-        _stop(core)
-    with _core(provider_home) as core, core.client() as c:
+        stop_core(core)
+    with distill_core(provider_home) as core, core.client() as c:
         start = c.head().size
         reply = _talk(model_server, c, "idle-s", first, f"The owner keeps bees {tag}")
         seq, body = wait_distilled(c, "idle-s", start)
@@ -102,5 +81,5 @@ def test_an_idle_session_is_distilled_without_an_archive_new_messages_only(
         texts = [i.text for i in c.memory_items("webchat:owner")]
         assert f"The owner plays the oboe {tag}" in texts
         assert len(distilled(c, "idle-s")) == 2
-        _stop(core)
+        stop_core(core)
     verify_home(provider_home)
