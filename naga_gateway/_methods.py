@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import trio
 
 from naga.constants import MAX_PAGE_ENTRIES
+from naga.rollbacks import undone_ranges
 from naga.trust import TrustLevel
 from naga.v1 import core_pb2 as cpb
 from naga.v1 import kernel_pb2 as kpb
@@ -225,15 +226,7 @@ class Methods:
             if not page.more or page.next_before_seq <= oldest:
                 break
             before = page.next_before_seq
-        dead: list[tuple[int, int]] = []
-        cursor: int | None = None  # everything at or before it is as it was then
-        for seq, target in rollbacks:
-            if cursor is None or seq < cursor:  # in force (not itself undone)
-                dead.append((target, seq))
-                cursor = target
-                if cursor < oldest:
-                    break
-        return dead
+        return undone_ranges(rollbacks, oldest)
 
     async def _in_words(self, pv: cpb.RollbackPreview) -> dict[str, Any]:
         """The undone effects in words (the dry run's "what will be restored,

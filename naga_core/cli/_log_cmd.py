@@ -15,6 +15,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
+from naga.rollbacks import undone_ranges
 from naga.sdk import Client
 from naga.v1 import agent_pb2 as apb
 from naga.v1 import kernel_pb2 as kpb
@@ -130,15 +131,7 @@ def _undone(core: Client, oldest: int) -> list[tuple[int, int]]:
         if not page.more or page.next_before_seq <= oldest:
             break
         before = page.next_before_seq
-    dead: list[tuple[int, int]] = []
-    cursor: int | None = None  # everything at or before it is as it was then
-    for seq, target in rollbacks:
-        if cursor is None or seq < cursor:
-            dead.append((target, seq))
-            cursor = target
-            if cursor < oldest:
-                break
-    return dead
+    return undone_ranges(rollbacks, oldest)
 
 
 def _line(r: dict[str, Any]) -> str:
