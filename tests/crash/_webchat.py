@@ -37,7 +37,9 @@ def pinned_port() -> int:
 @contextmanager
 def model_thread() -> Generator[tuple[FakeModelServer, trio.lowlevel.TrioToken]]:
     """The fake model serving on a trio loop of its own thread (the test's
-    own loops come and go with ``trio.run`` around each kill)."""
+    own loops come and go with ``trio.run`` around each kill); at the end
+    its ``HOLDS`` are released (a no-op for a name never held), so no held
+    reply keeps a connection open."""
     box: dict[str, Any] = {}
     started = threading.Event()
 

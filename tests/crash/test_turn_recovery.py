@@ -33,8 +33,6 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Generator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +49,7 @@ from naga.v1 import turn_pb2 as tpb
 from naga_core.agent import TRACE_KINDS
 from naga_core.plugins import code_hash
 from tests.agent.conftest import PLUGINS, write_providers
+from tests.crash._webchat import model_thread
 from tests.daemon.conftest import CoreProcess, start_core_process
 from tests.fakes.model_server import FakeModelServer, Reply
 from tests.ledger_helpers import verify_home
@@ -60,31 +59,6 @@ EXAMPLES = int(os.environ.get("NAGA_CRASH_EXAMPLES", "6"))
 TURN_S = 60.0
 POINTS = ("accepted", "model", "answered", "tool", "reply", "recovery")
 VICTIMS = ("core", "executor", "provider")
-
-
-@contextmanager
-def model_server() -> Generator[tuple[FakeModelServer, trio.lowlevel.TrioToken]]:
-    box: dict[str, Any] = {}
-    started = threading.Event()
-
-    def run() -> None:
-        async def main() -> None:
-            async with trio.open_nursery() as nursery:
-                box["server"] = await nursery.start(FakeModelServer().serve)
-                box["token"] = trio.lowlevel.current_trio_token()
-                box["scope"] = nursery.cancel_scope
-                started.set()
-
-        trio.run(main)
-
-    thread = threading.Thread(target=run, name="crash-model-server")
-    thread.start()
-    assert started.wait(10)
-    try:
-        yield box["server"], box["token"]
-    finally:
-        trio.from_thread.run_sync(box["scope"].cancel, trio_token=box["token"])
-        thread.join(10)
 
 
 @dataclass
@@ -246,7 +220,7 @@ def test_every_acknowledged_turn_ends_once_after_a_sigkill(
     folder = str(Path(home) / "plugins" / "danger")
     shutil.copytree(PLUGINS / "danger", folder)
     log = root / "core.log"
-    with model_server() as (server, token):
+    with model_thread() as (server, token):
         write_providers(home, server.openai_url)
         core = start_core_process(home, log)
         try:
@@ -402,7 +376,7 @@ def test_queued_messages_are_durable_when_acknowledged_and_run_after_a_kill(
     home = str(root / "home")
     os.makedirs(home, mode=0o700)
     log = root / "core.log"
-    with model_server() as (server, token):
+    with model_thread() as (server, token):
         write_providers(home, server.openai_url)
         core = start_core_process(home, log)
         try:
