@@ -25,7 +25,7 @@ from naga.v1 import job_pb2 as jpb
 from naga_core.agent import TRACE_REPLY
 from naga_core.scheduler import FIRE_KIND
 from tests.agent.conftest import write_providers
-from tests.crash.test_turn_recovery import model_server
+from tests.crash._webchat import model_thread
 from tests.daemon.conftest import start_core_process
 from tests.fakes.model_server import Reply
 from tests.ledger_helpers import verify_home
@@ -61,7 +61,7 @@ def test_a_sigkill_at_fire_time_runs_the_fire_exactly_once_after_restart() -> No
     home = root + "/home"
     os.makedirs(home, mode=0o700)
     log = Path(root) / "core.log"
-    with model_server() as (server, token):
+    with model_thread() as (server, token):
         write_providers(home, server.openai_url)
         replies = [Reply.answer("the digest", hold="first")]
         replies += [Reply.answer(f"digest {i}") for i in range(8)]

@@ -41,12 +41,13 @@ from naga.sdk import Client
 from naga.v1 import memory_pb2 as mmpb
 from naga.v1 import turn_pb2 as tpb
 from tests.agent.conftest import write_providers
+from tests.crash._webchat import model_thread
 from tests.crash.test_tool_undo import _ends as ends_of  # pyright: ignore[reportPrivateUsage]
 from tests.crash.test_tool_undo import _history as history  # pyright: ignore[reportPrivateUsage]
 from tests.crash.test_tool_undo import _pids as pids  # pyright: ignore[reportPrivateUsage]
 from tests.crash.test_tool_undo import _stop as stop  # pyright: ignore[reportPrivateUsage]
 from tests.crash.test_tool_undo import _warm as warm  # pyright: ignore[reportPrivateUsage]
-from tests.crash.test_turn_recovery import TURN_S, Sender, model_server
+from tests.crash.test_turn_recovery import TURN_S, Sender
 from tests.crash.test_turn_recovery import _records as records_of  # pyright: ignore[reportPrivateUsage]
 from tests.crash.test_turn_recovery import _until as until  # pyright: ignore[reportPrivateUsage]
 from tests.daemon.conftest import CoreProcess, start_core_process
@@ -190,7 +191,7 @@ def test_a_turn_killed_after_a_memory_write_resumes_without_writing_again(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     root = str(tmp_path_factory.mktemp("resume-mem"))
-    with model_server() as (server, token):
+    with model_thread() as (server, token):
         run = _Run(root, server, token)
         try:
             warm(run.home, server, token)
@@ -233,7 +234,7 @@ def test_a_turn_killed_around_a_web_fetch_resumes_and_finishes(
     tmp_path_factory: pytest.TempPathFactory, point: str
 ) -> None:
     root = str(tmp_path_factory.mktemp("resume-web"))
-    with site() as web, model_server() as (server, token):
+    with site() as web, model_thread() as (server, token):
         run = _Run(root, server, token)
         try:
             warm(run.home, server, token)
@@ -287,7 +288,7 @@ def test_a_turn_killed_in_a_shell_run_ends_interrupted_and_is_not_run_again(
 ) -> None:
     root = str(tmp_path_factory.mktemp("resume-shell"))
     shell = ("call_s", "shell__run", json.dumps({"command": "echo hi > out.txt"}))
-    with model_server() as (server, token):
+    with model_thread() as (server, token):
         run = _Run(root, server, token)
         frozen: list[int] = []
         try:

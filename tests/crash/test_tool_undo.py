@@ -46,7 +46,8 @@ from naga.sdk import Client
 from naga.v1 import agent_pb2 as apb
 from naga_core.workspace import tree_hash
 from tests.agent.conftest import write_providers
-from tests.crash.test_turn_recovery import TURN_S, Sender, model_server
+from tests.crash._webchat import model_thread
+from tests.crash.test_turn_recovery import TURN_S, Sender
 from tests.crash.test_turn_recovery import _records as records_of  # pyright: ignore[reportPrivateUsage]
 from tests.crash.test_turn_recovery import _until as until  # pyright: ignore[reportPrivateUsage]
 from tests.daemon.conftest import REPO, CoreProcess, start_core_process
@@ -122,7 +123,7 @@ def _clean_run(root: Path) -> str:
     home = str(root / "clean")
     os.makedirs(home, mode=0o700)
     workspace = _seed(home)
-    with model_server() as (server, token):
+    with model_thread() as (server, token):
         write_providers(home, server.openai_url)
         core = start_core_process(home, root / "clean.log")
         try:
@@ -163,7 +164,7 @@ def test_a_turn_killed_in_its_tool_step_is_undone_and_finished(
     workspace = _seed(home)
     log = root / "core.log"
     frozen: list[int] = []
-    with model_server() as (server, token):
+    with model_thread() as (server, token):
         write_providers(home, server.openai_url)
         core = start_core_process(home, log)
         try:
