@@ -26,22 +26,13 @@ from naga_core.agent import TRACE_REPLY
 from naga_core.scheduler import FIRE_KIND
 from tests.agent.conftest import write_providers
 from tests.crash._webchat import model_thread
+from tests.crash._webchat import records as ledger_records
 from tests.daemon.conftest import start_core_process
 from tests.fakes.model_server import Reply
 from tests.ledger_helpers import verify_home
 
 #: A minute to the first fire, a restart and a re-run: far below this.
 WAIT_S = 150.0
-
-
-def _records(home: str) -> list[Any]:
-    out: list[Any] = []
-    with Client.connect(home) as c:
-        while True:
-            page = c.records(out[-1].seq + 1 if out else 0, 1000)
-            if not page:
-                return out
-            out += page
 
 
 def _until(what: str, check: Any) -> Any:
@@ -87,12 +78,12 @@ def test_a_sigkill_at_fire_time_runs_the_fire_exactly_once_after_restart() -> No
             def replied() -> list[apb.TurnRecord]:
                 bodies = [
                     apb.TurnRecord.FromString(r.payload)
-                    for r in _records(home)
+                    for r in ledger_records(home)
                     if r.kind == TRACE_REPLY
                 ]
                 msgs = {
                     b.turn_id
-                    for r in _records(home)
+                    for r in ledger_records(home)
                     if r.kind == "turn.message"
                     for b in [apb.TurnRecord.FromString(r.payload)]
                     if b.idempotency_key == key
@@ -100,7 +91,7 @@ def test_a_sigkill_at_fire_time_runs_the_fire_exactly_once_after_restart() -> No
                 return [b for b in bodies if b.turn_id in msgs]
 
             ended = _until("the fire's turn to end after the restart", replied)
-            records = _records(home)
+            records = ledger_records(home)
             fired = [jpb.JobFire.FromString(r.payload) for r in records if r.kind == FIRE_KIND]
             at_first = [f for f in fired if f.scheduled_ns == first]
             assert len(at_first) == 1, at_first  # recorded once, never again

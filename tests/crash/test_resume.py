@@ -42,13 +42,13 @@ from naga.v1 import memory_pb2 as mmpb
 from naga.v1 import turn_pb2 as tpb
 from tests.agent.conftest import write_providers
 from tests.crash._webchat import model_thread
+from tests.crash._webchat import records as records_of
 from tests.crash.test_tool_undo import _ends as ends_of  # pyright: ignore[reportPrivateUsage]
 from tests.crash.test_tool_undo import _history as history  # pyright: ignore[reportPrivateUsage]
 from tests.crash.test_tool_undo import _pids as pids  # pyright: ignore[reportPrivateUsage]
 from tests.crash.test_tool_undo import _stop as stop  # pyright: ignore[reportPrivateUsage]
 from tests.crash.test_tool_undo import _warm as warm  # pyright: ignore[reportPrivateUsage]
 from tests.crash.test_turn_recovery import TURN_S, Sender
-from tests.crash.test_turn_recovery import _records as records_of  # pyright: ignore[reportPrivateUsage]
 from tests.crash.test_turn_recovery import _until as until  # pyright: ignore[reportPrivateUsage]
 from tests.daemon.conftest import CoreProcess, start_core_process
 from tests.fakes.model_server import FakeModelServer, Reply

@@ -47,8 +47,8 @@ from naga.v1 import agent_pb2 as apb
 from naga_core.workspace import tree_hash
 from tests.agent.conftest import write_providers
 from tests.crash._webchat import model_thread
+from tests.crash._webchat import records as records_of
 from tests.crash.test_turn_recovery import TURN_S, Sender
-from tests.crash.test_turn_recovery import _records as records_of  # pyright: ignore[reportPrivateUsage]
 from tests.crash.test_turn_recovery import _until as until  # pyright: ignore[reportPrivateUsage]
 from tests.daemon.conftest import REPO, CoreProcess, start_core_process
 from tests.fakes.model_server import FakeModelServer, Reply

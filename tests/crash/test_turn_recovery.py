@@ -50,6 +50,7 @@ from naga_core.agent import TRACE_KINDS
 from naga_core.plugins import code_hash
 from tests.agent.conftest import PLUGINS, write_providers
 from tests.crash._webchat import model_thread
+from tests.crash._webchat import records as ledger_records
 from tests.daemon.conftest import CoreProcess, start_core_process
 from tests.fakes.model_server import FakeModelServer, Reply
 from tests.ledger_helpers import verify_home
@@ -122,16 +123,6 @@ def _pid_of(home: str, role_prefix: str) -> int:
 
     _until(f"a running {role_prefix} process", running)
     return found[0]
-
-
-def _records(home: str) -> list[Any]:
-    out: list[Any] = []
-    with Client.connect(home) as c:
-        while True:
-            page = c.records(len(out) and out[-1].seq + 1, 500)
-            if not page:
-                return out
-            out += page
 
 
 def _script(server: FakeModelServer, token: trio.lowlevel.TrioToken, point: str, n: int) -> None:
@@ -271,7 +262,7 @@ def test_every_acknowledged_turn_ends_once_after_a_sigkill(
 
 
 def _check(home: str, senders: list[Sender], point: str, victim: str) -> None:
-    records = _records(home)
+    records = ledger_records(home)
     ends: dict[str, list[tuple[str, apb.TurnRecord]]] = {}
     resumed: dict[str, int] = {}
     for r in records:
@@ -434,7 +425,7 @@ def _check_lane_order(home: str, senders: list[Sender], modes: list[str]) -> Non
     """Followup and collect messages end in the order they were queued; a
     run of collect messages shares one answer."""
     ends: dict[str, tuple[int, str]] = {}
-    for r in _records(home):
+    for r in ledger_records(home):
         if r.kind in ("turn.reply", "turn.error"):
             body = apb.TurnRecord.FromString(r.payload)
             ends[body.turn_id] = (r.seq, body.text)
