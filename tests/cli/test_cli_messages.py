@@ -203,8 +203,8 @@ def test_the_interactive_chat_sends_multi_line_messages_and_keeps_a_history(
         assert "hello" in f.read()
 
 
-def test_ctrl_c_stops_the_reply_and_the_chat_goes_on(
-    core: CoreProcess, model_server: ServerThread
+def test_ctrl_c_stops_the_reply_and_the_chat_goes_on_and_log_shows_the_stop(
+    core: CoreProcess, model_server: ServerThread, capsys: pytest.CaptureFixture[str]
 ) -> None:
     gate = trio.Event()
     model_server.script(Reply.held("partial words then more", gate, pieces=4))
@@ -230,6 +230,8 @@ def test_ctrl_c_stops_the_reply_and_the_chat_goes_on(
     assert "after the stop" in out.decode()
     code = main(["log", "repl", "--home", core.home])
     assert code == 0
+    out = capsys.readouterr().out
+    assert any(re.fullmatch(_TIME + r" naga: .*\[stopped\]", line) for line in out.splitlines())
 
 
 def test_log_prints_the_conversation_with_stops_and_tools(
@@ -250,13 +252,6 @@ def test_log_prints_the_conversation_with_stops_and_tools(
     code, _, err = cli("log", "nosuch")
     assert code == 1
     assert err.startswith("naga: no session named 'nosuch' (sessions: ")
-
-
-def test_log_shows_a_stopped_turn(cli: Cli) -> None:
-    # The Ctrl-C test above stopped a turn in session "repl".
-    code, out, _ = cli("log", "repl")
-    assert code == 0
-    assert any(re.fullmatch(_TIME + r" naga: .*\[stopped\]", line) for line in out.splitlines())
 
 
 def test_log_marks_what_a_rollback_undid(

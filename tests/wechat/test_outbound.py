@@ -98,6 +98,11 @@ def test_the_cli_sends_a_file_and_names_what_is_wrong(
     world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     binding = world.active(USER)
+    # WeChat carries a file only in reply to the user: they write first
+    # (so the test stands alone, not on the test above's message).
+    world.model.script(Reply.answer("send it over"))
+    say(world, binding.bot_id, USER, "my shopping list please")
+    assert world.ilink.until(lambda s: "send it over" in s.texts_to(USER))
     notes = tmp_path / "notes.txt"
     notes.write_bytes(b"milk, eggs\n")
     args = ["wechat", "send", binding.bot_id, USER, str(notes), "--home", world.home]
