@@ -28,9 +28,14 @@ JSON object.
   parses of those messages, JSON and base64 calls in the turn path's
   modules. Every crossing of a turn has the core at one end, except the
   provider's HTTP, counted at the model.
+* ``seal_ms_per_turn``: what sealing a subject's words costs a turn
+  (docs/adr/0058): the seals and opens counted, their CPU where the core
+  runs them, the same calls replayed in isolation, and an A/B of sealed
+  against unsealed turns of one core (:func:`_seal_cost`).
 
     python bench/turn.py [--turns 200] [--sessions 20] [--per-session 5] [--grow 400]
                          [--grow-sessions 20] [--grow-marks 400,1600]
+                         [--seal-turns 50] [--seal-ab 400] [--seal-reps 200]
 """
 
 from __future__ import annotations
@@ -61,10 +66,13 @@ sys.path.insert(0, REPO)
 import trio  # noqa: E402
 
 from naga.sdk import Client  # noqa: E402
+from naga_core._home import Home  # noqa: E402
 from naga_core.agent import AgentConfig  # noqa: E402
+from naga_core.memory import KeyRing, Sealer  # noqa: E402
 from tests.agent.conftest import write_providers  # noqa: E402
 from tests.daemon.conftest import core_in_thread  # noqa: E402
 from tests.fakes.model_server import FakeModelServer, Reply  # noqa: E402
+from tests.seal_meter import Call, meter_seal, plain_arm, replay_us  # noqa: E402
 
 _CORE_ARGV = (sys.executable, "-m", "naga_core.cli", "daemon", "start", "--foreground")
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -91,8 +99,12 @@ class Server:
         self._thread.start()
         ready.wait(10)
 
-    def script(self, n: int) -> None:
-        replies = [Reply.answer("ok", usage=(10, 1), pieces=1) for _ in range(n)]
+    def script(self, n: int, *, distinct: bool = False) -> None:
+        """``n`` answers "ok"; ``distinct``: each its own ("ok 1", ...), so
+        no two answer blobs are the same bytes (the store keeps one copy of
+        equal blobs: unsealed, the same answer is written once)."""
+        texts = [f"ok {i}" if distinct else "ok" for i in range(n)]
+        replies = [Reply.answer(text, usage=(10, 1), pieces=1) for text in texts]
         trio.from_thread.run_sync(self.server.script, *replies, trio_token=self._token)
 
     def answer_s(self) -> list[float]:
@@ -322,6 +334,120 @@ def _per_turn_wire(server: Server, home: str, turns: int) -> dict[str, Any]:
     }
 
 
+def _thread_cpu_s(tid: int) -> float:
+    """A thread of this process's time on a CPU (ns, from schedstat)."""
+    with open(f"/proc/self/task/{tid}/schedstat") as f:
+        return int(f.read().split()[0]) / 1e9
+
+
+def _ms(samples_s: list[float]) -> dict[str, float]:
+    s = sorted(samples_s)
+    return {
+        "p50": round(statistics.median(s) * 1000, 3),
+        "p99": round(s[min(len(s) - 1, int(len(s) * 0.99))] * 1000, 3),
+    }
+
+
+def _seal_cost(
+    server: Server, root: str, turns: int, ab_turns: int, reps: int, *, distinct: bool = True
+) -> dict[str, Any]:
+    """What sealing costs a turn (docs/adr/0058), in cores run in this
+    process (each in its own home under ``root``) with tests/seal_meter.py's
+    wrappers on their seals:
+
+    * ``ops`` (per turn): every seal and open a turn does, counted (down to
+      the AEAD calls, data keys made, subject keys unwrapped), with bytes;
+    * ``p50``/``p99`` (ms): their CPU per turn where the core calls them
+      (the core thread's, inside the entry points; a second core, with
+      no nested wrapper), ``wall``: the same calls' wall time;
+    * ``isolated_ms``: the first core's calls with their arguments,
+      recorded turn by turn and run again ``reps`` times on a Sealer over
+      its stopped home's key ring (no core, no wrapper), CPU and wall;
+    * ``ab``: a third core's turns alternating sealed and unsealed
+      (tests/seal_meter.plain_arm), wall and the CPU of the core's loop
+      thread (where every seal of a turn runs) per turn by arm; the
+      ``aa_`` figures split the sealed turns against themselves: what the
+      machine alone makes of the same comparison."""
+
+    def core(name: str) -> Any:
+        home = os.path.join(root, name)
+        os.makedirs(home, mode=0o700)
+        write_providers(home, server.server.openai_url)
+        return core_in_thread(home, agent=AgentConfig(executors=2))
+
+    calls: list[list[Call]] = []
+    with meter_seal() as meter, core("seal-count") as c1, c1.client() as c:
+        server.script(1)
+        _turn(c, "seal-warm")  # workers warm, the subject's key made
+        meter.clear()
+        meter.recording = True
+        server.script(turns)
+        for i in range(turns):
+            n0 = len(meter.calls)
+            _turn(c, f"seal-{i % 3}")
+            calls.append(meter.calls[n0:])
+        counts = dict(meter.counts)
+        c.shutdown("seal count done")
+    iso_wall, iso_cpu = replay_us(
+        Sealer(KeyRing.of_home(Home(os.path.join(root, "seal-count")))), calls, reps
+    )
+    per_turn_s: list[float] = []
+    per_turn_cpu: list[float] = []
+    with meter_seal(nested=False) as meter, core("seal-time") as c2, c2.client() as c:
+        server.script(1)
+        _turn(c, "seal-warm")
+        server.script(turns)
+        for i in range(turns):
+            s0, c0 = meter.seconds, meter.cpu_seconds
+            _turn(c, f"seal-{i % 3}")
+            per_turn_s.append(meter.seconds - s0)
+            per_turn_cpu.append(meter.cpu_seconds - c0)
+        c.shutdown("seal time done")
+    walls: dict[bool, list[float]] = {False: [], True: []}
+    cpus: dict[bool, list[float]] = {False: [], True: []}
+    with plain_arm() as arm, core("seal-ab") as c3, c3.client() as c:
+        server.script(1)
+        _turn(c, "seal-warm")
+        loop = c3.thread.native_id
+        assert loop is not None
+        server.script(ab_turns, distinct=distinct)
+        for i in range(ab_turns):
+            plain = arm.plain = i % 2 == 1
+            cpu0 = _thread_cpu_s(loop)
+            walls[plain].append(_turn(c, f"ab-{i % 3}"))
+            cpus[plain].append(_thread_cpu_s(loop) - cpu0)
+        arm.plain = False
+        c.shutdown("seal a/b done")
+    med = statistics.median
+    sealed, plain_w = walls[False], walls[True]
+    sealed_cpu, plain_cpu = cpus[False], cpus[True]
+    return {
+        "turns": turns,
+        **_ms(per_turn_cpu),
+        "wall": _ms(per_turn_s),
+        "isolated_ms": {
+            **_ms([us / 1e6 for us in iso_cpu]),
+            "wall": _ms([us / 1e6 for us in iso_wall]),
+            "reps": reps,
+        },
+        "ops": {k: round(v / turns, 2) for k, v in sorted(counts.items())},
+        "ab": {
+            "turns": ab_turns,
+            "sealed_wall_p50_ms": round(med(sealed) * 1000, 2),
+            "plain_wall_p50_ms": round(med(plain_w) * 1000, 2),
+            "wall_diff_p50_ms": round((med(sealed) - med(plain_w)) * 1000, 2),
+            "aa_wall_diff_p50_ms": round((med(sealed[0::2]) - med(sealed[1::2])) * 1000, 2),
+            "sealed_loop_cpu_p50_ms": round(med(sealed_cpu) * 1000, 3),
+            "plain_loop_cpu_p50_ms": round(med(plain_cpu) * 1000, 3),
+            "loop_cpu_diff_p50_ms": round((med(sealed_cpu) - med(plain_cpu)) * 1000, 3),
+            "aa_loop_cpu_diff_p50_ms": round(
+                (med(sealed_cpu[0::2]) - med(sealed_cpu[1::2])) * 1000, 3
+            ),
+        },
+        "target_ms": 1.0,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--turns", type=int, default=200)
@@ -332,6 +458,11 @@ def main() -> int:
         "--grow-sessions", type=int, default=20, help="sessions the grow turns cycle through"
     )
     parser.add_argument("--count", type=int, default=50, help="turns of the wire count")
+    parser.add_argument("--seal-turns", type=int, default=50, help="turns of the seal count")
+    parser.add_argument("--seal-ab", type=int, default=400, help="turns of the sealed/unsealed A/B")
+    parser.add_argument(
+        "--seal-reps", type=int, default=200, help="replays of the seal count's calls"
+    )
     parser.add_argument(
         "--grow-marks",
         default="",
@@ -348,6 +479,9 @@ def main() -> int:
     out: dict[str, Any] = {"bench": "turn"}
     try:
         out["per_turn_wire"] = _per_turn_wire(server, os.path.join(root, "count"), args.count)
+        out["seal_ms_per_turn"] = _seal_cost(
+            server, root, args.seal_turns, args.seal_ab, args.seal_reps
+        )
         server.script(1)
         gateway_port = str(_free_port())
         r, w = os.pipe()

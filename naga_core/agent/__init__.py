@@ -6,7 +6,7 @@ from naga_core.agent._config import EXECUTOR_ROLE, SYSTEM_PROMPT, AgentConfig
 from naga_core.agent._core import Caller, Core
 from naga_core.agent._core_tools import CoreTool, CoreToolAnswer, CoreTools, TurnView
 from naga_core.agent._describe import describe_turn_record
-from naga_core.agent._distill import Distilled, distill
+from naga_core.agent._distill import COVERED_NOTHING, NOTHING_NEW, Distilled, distill
 from naga_core.agent._distill_due import ARCHIVED_FAMILY, DISTILL, DueFold
 from naga_core.agent._distill_idle import IDLE_SETTING, IdleFold, watch_idle
 from naga_core.agent._distill_runner import Distillations
@@ -53,6 +53,8 @@ __all__ = [
     "MAX_IMAGE_BYTES",
     "MAX_TURN_IMAGE_BYTES",
     "ARCHIVED_FAMILY",
+    "COVERED_NOTHING",
+    "NOTHING_NEW",
     "DISTILL",
     "Distillations",
     "Distilled",

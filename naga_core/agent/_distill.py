@@ -42,6 +42,13 @@ from naga_core.memory import (
 
 #: Most bytes of history the call is shown (the newest).
 HISTORY_BYTES = 12_000
+#: ``through_seq`` of a call that got no usable answer (it failed, or the
+#: answer was not the JSON asked for): it covered nothing, so its entries
+#: are shown again to the next distillation (docs/adr/0058).
+COVERED_NOTHING = -1
+#: The outcome of an archive's distillation when every message was covered
+#: already: recorded with no model call (docs/adr/0058).
+NOTHING_NEW = "nothing new since the last distillation"
 #: Most memories one distillation keeps.
 MAX_MEMORIES = 8
 _TIMEOUT_S = 60.0
@@ -61,6 +68,9 @@ class Distilled:
     items: tuple[Item, ...]
     refused: int
     outcome: str
+    #: the record's through_seq: the newest entry covered
+    #: (:data:`COVERED_NOTHING` for a call that got no usable answer)
+    through: int = COVERED_NOTHING
 
 
 def _transcript(entries: list[tpb.SessionEntry]) -> str:
@@ -109,16 +119,25 @@ async def distill(
     entries: list[tpb.SessionEntry],
     *,
     after: int = 0,
+    record_nothing_new: bool = False,
 ) -> Distilled:
     """Distil ``session`` (its history ``entries``; only those after seq
-    ``after`` when above 0: an idle session's distillation, adr 0055): the
-    record's seq, the items kept, how many were refused, and the outcome in
-    words. The record says up to which entry it covered (``through_seq``)."""
+    ``after`` when above 0: an idle session's or an archive's, adr 0055 and
+    0058): the record's seq, the items kept, how many were refused, and the
+    outcome in words. The record says up to which entry it covered
+    (``through_seq``; :data:`COVERED_NOTHING` when the call got no usable
+    answer). No message after ``after``: SessionNotFound, or with
+    ``record_nothing_new`` (an archive's, which must leave its record) a
+    record of :data:`NOTHING_NEW` with no model call."""
+    every = entries
     if after > 0:
         entries = [e for e in entries if e.seq > after]
     said = [e for e in entries if e.role == tpb.HISTORY_ROLE_USER]
     if not said:
-        raise SessionNotFound(f"session {session!r} has no message to distil")
+        said_before = [e for e in every if e.role == tpb.HISTORY_ROLE_USER]
+        if not (record_nothing_new and said_before and after > 0):
+            raise SessionNotFound(f"session {session!r} has no message to distil")
+        return _nothing_new(core, session, _subject(core, session, said_before[-1]), after)
     peer = said[-1].peer
     trust = TrustTable(core.kernel).level(peer) if peer else TrustLevel.OWNER
     subject = subject_of(peer, trust, session)
@@ -153,8 +172,10 @@ async def distill(
     )
     kept: list[Item] = []
     refused = 0
+    answered = False
     if reply is not None and not reply.HasField("error"):
         found = parse(reply.response.message.content)
+        answered = not isinstance(found, str)
         if isinstance(found, str):
             outcome = found
         elif not found:
@@ -178,13 +199,36 @@ async def distill(
         refused=refused,
         outcome=outcome,
         duration_us=(time.monotonic_ns() - started) // 1000,
-        through_seq=entries[-1].seq,
+        # A call with no usable answer covered nothing: the next
+        # distillation (idle or archive) is shown its entries again.
+        through_seq=entries[-1].seq if answered else COVERED_NOTHING,
         after_seq=max(after, 0),
     )
     seq = core.write(
         lambda: core.ledger.stage(Entry.of(DISTILL, body.SerializeToString(), digests)).seq
     )
-    return Distilled(seq, tuple(kept), refused, outcome)
+    return Distilled(seq, tuple(kept), refused, outcome, body.through_seq)
+
+
+def _subject(core: Core, session: str, said: tpb.SessionEntry) -> str:
+    peer = said.peer
+    trust = TrustTable(core.kernel).level(peer) if peer else TrustLevel.OWNER
+    return subject_of(peer, trust, session)
+
+
+def _nothing_new(core: Core, session: str, subject: str, covered: int) -> Distilled:
+    """The record of a distillation with nothing new to show: no call, no
+    blobs; it covers what was covered (an archive's end is recorded once,
+    ADR 0050, and its messages are not sent to the model again)."""
+    body = mmpb.MemoryDistillRecord(
+        session=session,
+        subject=subject,
+        outcome=NOTHING_NEW,
+        through_seq=covered,
+        after_seq=covered,
+    )
+    seq = core.write(lambda: core.ledger.stage(Entry.of(DISTILL, body.SerializeToString())).seq)
+    return Distilled(seq, (), 0, NOTHING_NEW, covered)
 
 
 def _keep(
@@ -216,4 +260,4 @@ def _keep(
     return item, False
 
 
-__all__ = ["DISTILL", "PROMPT", "Distilled", "distill", "parse"]
+__all__ = ["COVERED_NOTHING", "DISTILL", "NOTHING_NEW", "PROMPT", "Distilled", "distill", "parse"]

@@ -78,13 +78,18 @@ class IdleFold:
             body = mmpb.MemoryDistillRecord.FromString(record.payload)
         except DecodeError:
             return  # DueFold says so in the log
-        if not body.session:
-            return
+        if not body.session or body.through_seq < 0:
+            return  # a call with no usable answer covered nothing (adr 0058)
         # A record before idle18 has no through_seq: it was shown the
         # history as it stood, everything before the record itself.
         through = body.through_seq if body.through_seq > 0 else record.seq
         state = self._state(body.session)
         state[3] = max(state[3], through)
+
+    def covered(self, session: str) -> int:
+        """The newest entry of ``session`` a distillation covered (-1: none)."""
+        found = self._of.get(session)
+        return found[3] if found is not None else -1
 
     def advance(self, ledger: Ledger) -> int:
         """Fold the durable records after :attr:`seq`; how many. Reads the

@@ -58,6 +58,16 @@ class Distillations:
         #: or the newest entry covered already (an idle session's: only the
         #: entries after it); archiving one again queues nothing more
         self._queued: dict[str, int | None] = {}
+        #: the idle timer's copy of the start fold's idle part (serve's
+        #: ``idle``): what distillations covered, as of its last look
+        self._idle: IdleFold | None = None
+        #: while a look brings it to the head on a worker thread (not read
+        #: then), and the event set when that look ends
+        self._folding = False
+        self._folded: trio.Event | None = None
+        #: session -> the newest entry a distillation of this runner covered
+        #: (seen by the archive's next distillation before the timer's look)
+        self._covered: dict[str, int] = {}
 
     def schedule(self, session: str, *, after: int | None = None) -> bool:
         """Queue ``session``'s distillation (on the trio thread); False if it
@@ -102,11 +112,17 @@ class Distillations:
             for _ in range(self._at_once):
                 nursery.start_soon(self._work)
             if idle is not None:
+                self._idle = idle
                 ledger = self._agent.core.ledger
                 settings = self._agent.core.settings
 
                 async def advance(fold: IdleFold) -> None:
-                    await trio.to_thread.run_sync(fold.advance, ledger)
+                    self._folding, self._folded = True, trio.Event()
+                    try:
+                        await trio.to_thread.run_sync(fold.advance, ledger)
+                    finally:
+                        self._folding = False
+                        self._folded.set()
 
                 await nursery.start(
                     functools.partial(
@@ -139,6 +155,12 @@ class Distillations:
         if after is None and core.kernel.state.get((ARCHIVED_FAMILY, session)) is not True:
             log.info("distill: session %s was unarchived before its distillation ran", session)
             return
+        # An archive's is shown what no distillation covered yet, and
+        # recorded with no call when that is nothing (adr 0058): its record
+        # is its end all the same (ADR 0050's once per archive).
+        shown_after = (
+            max(after, 0) if after is not None else max(await self._covered_of(session), 0)
+        )
         try:
             found = await agent.session(session)
             done = await distill(
@@ -147,7 +169,8 @@ class Distillations:
                 agent.memory.store,
                 session,
                 list(found.entries),
-                after=max(after or 0, 0),
+                after=shown_after,
+                record_nothing_new=after is None,
             )
         except (NagaError, OSError) as exc:
             # A failed model call is recorded as the outcome (in distill);
@@ -159,7 +182,20 @@ class Distillations:
         # no RPC here whose answer would settle them).
         if await trio.to_thread.run_sync(core.settle):
             core.notify_appended()
+        if done.through > self._covered.get(session, -1):
+            self._covered[session] = done.through
         log.info("distill: session %s: %s (record %d)", session, done.outcome, done.seq)
+
+    async def _covered_of(self, session: str) -> int:
+        """The newest entry of ``session`` a distillation covered, as far as
+        this runner knows (the timer's fold as of its last look, and what it
+        recorded since); -1: none. Older than the ledger's at worst (the
+        owner's by-hand distillations since the last look): an archive is
+        then shown more, never less."""
+        while self._folding and self._folded is not None:
+            await self._folded.wait()
+        folded = self._idle.covered(session) if self._idle is not None else -1
+        return max(folded, self._covered.get(session, -1))
 
 
 __all__ = ["Distillations"]

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from naga.sdk import Client
+from naga_core.agent import NOTHING_NEW
 from naga_core.cli import main as cli_main
 from tests.agent.conftest import ServerThread, model_server
 from tests.daemon.distill_helpers import distilled, wait_distilled
@@ -137,7 +138,8 @@ def test_archiving_a_session_ends_it_with_its_distillation(
     ends it) answers at once and runs its distillation in the background
     (ADR 0050), one model call whose facts are kept and whose instructions
     posing as facts the lint refuses, recorded as memory.distill; unarchiving
-    does not distil, and "nothing" is an answer."""
+    does not distil, and an archive with nothing new since is recorded with
+    no call (ADR 0058)."""
     tag = uuid.uuid4().hex[:8]
     core.model.script(Reply.answer("Nice to meet you."))
     with Client.connect(core.home) as client:
@@ -164,20 +166,19 @@ def test_archiving_a_session_ends_it_with_its_distillation(
         assert f"person: I am a nurse in Lyon {tag}." in asked[1]["content"]
         back = client.archive_session("mem-end", archived=False)
         assert (back.archived, back.distilling) == (False, False), back
-        core.model.script(Reply.answer('{"memories": []}'))
         start = client.head().size
         again = client.archive_session("mem-end")
         assert again.distilling, again
         _, body = wait_distilled(client, "mem-end", start)
-        assert body.outcome == "nothing worth remembering", body
-        # Two archives, two calls: unarchiving made none.
-        assert len(core.model.server.requests) == first + 2
+        assert body.outcome == NOTHING_NEW, body
+        # Two archives, two records, one call: nothing was said since the
+        # first (and unarchiving made none).
+        assert len(core.model.server.requests) == first + 1
         assert len(distilled(client, "mem-end")) == 2
     texts = [i["text"] for i in _cli(capsys, core.home, "memory", "list")["items"]]
     assert texts.count(f"The owner works as a nurse in Lyon {tag}") == 1
     assert not any("audit@evil.example" in t for t in texts)
     # The CLI says the same of an archive: answered, distilling meanwhile.
-    core.model.script(Reply.answer('{"memories": []}'))
     with Client.connect(core.home) as client:
         client.archive_session("mem-end", archived=False)
         start = client.head().size

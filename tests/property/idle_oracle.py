@@ -14,11 +14,14 @@ from naga_core.ledger import Ledger
 def idle_by_hand(ledger: Ledger) -> list[snpb.DistillIdle]:
     """Per session: its last message, its last turn end (seq and time) and
     the newest entry a distillation record covered (a record without
-    ``through_seq`` covered what came before it)."""
+    ``through_seq`` covered what came before it; one with a negative one,
+    nothing)."""
     found: dict[str, snpb.DistillIdle] = {}
     for r in ledger.iter_records():
         if r.kind == DISTILL:
             d = mmpb.MemoryDistillRecord.FromString(r.payload)
+            if d.through_seq < 0:
+                continue  # a call with no usable answer covered nothing (ADR 0058)
             s = found.setdefault(d.session, no_idle(d.session))
             s.covered_seq = max(s.covered_seq, d.through_seq or r.seq)
         elif r.kind in ("turn.message", "turn.reply", "turn.error"):

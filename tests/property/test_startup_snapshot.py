@@ -35,7 +35,14 @@ from naga.v1 import kernel_pb2 as kpb
 from naga.v1 import memory_pb2 as mmpb
 from naga.v1 import skills_pb2 as skpb
 from naga_core._home import Home
-from naga_core.agent import ARCHIVED_FAMILY, DISTILL, EXECUTOR_ROLE, StartFold, spent_ids
+from naga_core.agent import (
+    ARCHIVED_FAMILY,
+    COVERED_NOTHING,
+    DISTILL,
+    EXECUTOR_ROLE,
+    StartFold,
+    spent_ids,
+)
 from naga_core.agent._sessions import Sessions
 from naga_core.authz import MINTED_KIND, SPENT_FAMILY
 from naga_core.daemon._startup import (
@@ -111,7 +118,7 @@ OPS = st.lists(
         st.tuples(st.just("fired"), st.integers(0, 2), st.just(0)),
         st.tuples(st.just("archive"), st.integers(0, 2), st.just(0)),
         st.tuples(st.just("unarchive"), st.integers(0, 2), st.just(0)),
-        st.tuples(st.just("distilled"), st.integers(0, 2), st.integers(0, 2)),
+        st.tuples(st.just("distilled"), st.integers(0, 2), st.integers(0, 3)),
     ),
     min_size=1,
     max_size=40,
@@ -201,9 +208,12 @@ class SnapshotHome:
         elif what == "distilled":
             # b: a record before idle18 (no through_seq), an archive's (the
             # whole history) or an idle one's (after an older entry), both
-            # covering through the newest record so far (idle18, ADR 0055).
+            # covering through the newest record so far (idle18, ADR 0055),
+            # or a call with no usable answer, covering nothing (ADR 0058).
             body = mmpb.MemoryDistillRecord(session=f"s{a}", outcome="nothing worth remembering")
-            if b and self.ledger.size:
+            if b == 3:
+                body.outcome, body.through_seq = "the distillation call failed", COVERED_NOTHING
+            elif b and self.ledger.size:
                 body.through_seq = self.ledger.size - 1
                 body.after_seq = (self.ledger.size - 1) // 2 if b == 2 else 0
             self.ledger.append_many([Entry.of(DISTILL, body.SerializeToString())])

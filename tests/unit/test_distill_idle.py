@@ -17,7 +17,7 @@ import trio.testing
 from naga.constants import DISTILL_IDLE_RECHECK_S
 from naga.v1 import agent_pb2 as apb
 from naga.v1 import memory_pb2 as mmpb
-from naga_core.agent import DISTILL, IdleFold, watch_idle
+from naga_core.agent import COVERED_NOTHING, DISTILL, IdleFold, watch_idle
 from naga_core.ledger import Entry, Ledger, SimulatedFileSystem
 from tests.ledger_helpers import fixed_signer
 
@@ -196,5 +196,36 @@ def test_a_record_before_idle18_covers_what_came_before_it() -> None:
         w.turn("old")
         await trio.sleep(HOUR + 600)
         assert w.queued == [("old", record.seq)]
+
+    _run(test)
+
+
+def test_a_call_with_no_usable_answer_covers_nothing() -> None:
+    # ADR 0058: its record's through_seq is COVERED_NOTHING, so the next
+    # core's fold still finds the session due, after what was covered
+    # before the failed call (this core does not queue it again for the
+    # same message).
+    async def test(w: _World, nursery: trio.Nursery) -> None:
+        w.hours = 1.0
+        w.turn("a")
+        through = w.distilled("a", 0)
+        w.turn("a")
+        first = await w.watch(nursery)
+        await trio.sleep(HOUR + 600)
+        assert w.queued == [("a", through)]
+        failed = mmpb.MemoryDistillRecord(
+            session="a", outcome="the distillation call failed", through_seq=COVERED_NOTHING
+        )
+        w.ledger.append_many([Entry.of(DISTILL, failed.SerializeToString())])
+        await trio.sleep(5 * HOUR)
+        assert w.queued == [("a", through)]
+        first.cancel()
+        w.queued.clear()
+        fresh = IdleFold()
+        fresh.advance(w.ledger)
+        assert fresh.covered("a") == through
+        await w.watch(nursery, fresh.copy())
+        await trio.sleep(600)
+        assert w.queued == [("a", through)]
 
     _run(test)
