@@ -361,7 +361,7 @@ class ExecutorCalls:
                 await self._settle()
             answer = await self.memory.call(running, req, self._settle)
         elif req.tool == VIEW_TOOL and self.skills is not None:  # the core's own, R0
-            answer = self.skills.view(running, req.arguments_json)
+            answer = await self.skills.view(running, req.arguments_json)
         else:
             refusal = refusal_of(self._plugins, grant, req.tool)
             if refusal is not None:

@@ -75,8 +75,8 @@ class SkillUse:
         self._turns[running.id] = TurnSkills(offer, text)
         return offer
 
-    def view(self, running: Running, arguments_json: str) -> apb.ToolCallResponse:
-        viewed = self.library.view(running.session, running.peer, arguments_json)
+    async def view(self, running: Running, arguments_json: str) -> apb.ToolCallResponse:
+        viewed = await self.library.view(running.session, running.peer, arguments_json)
         if not viewed.ok:
             return apb.ToolCallResponse(ok=False, error=viewed.text)
         turn = self._turns.get(running.id)
