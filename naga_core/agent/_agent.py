@@ -383,6 +383,8 @@ class Agent:
                 with cut.watching(self._serving(), running, self._standing(running, token)):
                     if resumed:
                         await self._accept_again(running, token)
+                        if self.skill_use is not None:  # its viewed folders, written again
+                            await self.skill_use.resumed(running)
                     else:
                         await self._accept(running, text, token, waiting)
                     if waiting is None:

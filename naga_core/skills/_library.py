@@ -315,6 +315,16 @@ class Library:
         self._written.add(dest)
         return dest
 
+    async def files_of_commit(self, commit: bytes) -> str:
+        """:meth:`files_of` the version ``commit`` names ('' if it is not
+        in the store: logged)."""
+        try:
+            version = self.store.version(commit)
+        except (SkillError, BlobError) as exc:
+            log.warning("skills: version %s is not in the store: %s", commit.hex(), exc)
+            return ""
+        return await self.files_of(version)
+
     def turn_entry(
         self,
         session: str,
