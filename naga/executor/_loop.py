@@ -70,6 +70,9 @@ def run_turn(
     job: apb.ExecutorJob, client: CoreCalls, deadline: Deadline | None = None
 ) -> apb.ExecutorOutcome:
     """Loop until a final answer, the step limit, the budget or a failure.
+    An answer with no tool call is final unless the core says steering
+    arrived while it was made (``steering_pending``): the model is then
+    asked again, with that answer and the steering in view.
 
     A job whose messages go on after the user's message is a turn resumed
     after a stop of the core: they are its recorded steps (each model
@@ -89,7 +92,9 @@ def run_turn(
     # (model's tool name, arguments) -> failures this turn: a model that
     # repeats a failing call unchanged will not do better the next time.
     failed: dict[tuple[str, str], int] = {}
-    for _ in range(max(0, job.max_steps - taken)):
+    steps, limit = 0, max(0, job.max_steps - taken)
+    while steps < limit:
+        steps += 1
         request = mpb.ChatRequest(messages=messages, tools=job.tools, max_tokens=job.max_tokens)
         answer = client.complete(
             apb.ModelCallRequest(session=job.session, turn_id=job.turn_id, request=request),
@@ -107,7 +112,13 @@ def run_turn(
         out.text = message.content
         messages.append(message)
         if not message.tool_calls:
-            return out
+            if not answer.steering_pending:
+                return out
+            # Steering came while the model wrote this answer: one more call
+            # sees it (after this answer), even past the step limit (each
+            # one is a message of the user's, not a loop of the model's).
+            limit = max(limit, steps + 1)
+            continue
         for call, result in zip(
             message.tool_calls, _step(job, client, message.tool_calls, deadline), strict=True
         ):

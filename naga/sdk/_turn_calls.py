@@ -59,6 +59,23 @@ class TurnCalls(Rpc):
         )
         return TurnEvents(self._stream(_TURN + "Run", req, timeout))
 
+    def steer_turn(
+        self,
+        session: str,
+        text: str,
+        idempotency_key: str,
+        *,
+        peer: str = "",
+        timeout: float | None = None,
+    ) -> int:
+        """Steer the session's running turn: its model sees ``text`` at its
+        next call; the steering message's seq. FailedPrecondition when no
+        turn runs or it takes no more steering (send a message instead)."""
+        req = tpb.SteerTurnRequest(
+            session=session, text=text, idempotency_key=idempotency_key, peer=peer
+        )
+        return self._write(_TURN + "Steer", req, tpb.SteerTurnResponse, timeout).message_seq
+
     def abort_turn(self, session: str, *, timeout: float | None = None) -> str:
         """Stop the session's running turn; its id."""
         req = tpb.AbortTurnRequest(session=session)

@@ -84,6 +84,7 @@ class ModelCallResponse(_message.Message):
     MESSAGE_FIELD_NUMBER: _builtins.int
     BUDGET_LEFT_FIELD_NUMBER: _builtins.int
     UNLIMITED_FIELD_NUMBER: _builtins.int
+    STEERING_PENDING_FIELD_NUMBER: _builtins.int
     budget_exhausted: _builtins.bool
     """The turn's budget is spent: no call was made (or this one used the
     rest); `message` says so in words.
@@ -94,6 +95,12 @@ class ModelCallResponse(_message.Message):
     not the case and nothing is left); `unlimited` when there is no ceiling.
     """
     unlimited: _builtins.bool
+    steering_pending: _builtins.bool
+    """Steering messages arrived while this call ran, so its model did not
+    see them: an answer with no tool call is then not the turn's last, the
+    executor calls the model once more (the core appends them to that
+    request; docs/adr/0059-steer-after-the-last-answer.md).
+    """
     @_builtins.property
     def response(self) -> _model_pb2.ChatResponse:
         """Exactly one of response, error, budget_exhausted."""
@@ -109,10 +116,11 @@ class ModelCallResponse(_message.Message):
         message: _builtins.str = ...,
         budget_left: _builtins.int = ...,
         unlimited: _builtins.bool = ...,
+        steering_pending: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "response", b"response"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget_exhausted", b"budget_exhausted", "budget_left", b"budget_left", "error", b"error", "message", b"message", "response", b"response", "unlimited", b"unlimited"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget_exhausted", b"budget_exhausted", "budget_left", b"budget_left", "error", b"error", "message", b"message", "response", b"response", "steering_pending", b"steering_pending", "unlimited", b"unlimited"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -383,6 +383,8 @@ class Agent:
                 with cut.watching(self._serving(), running, self._standing(running, token)):
                     if resumed:
                         await self._accept_again(running, token)
+                        if self.skill_use is not None:  # its viewed folders, written again
+                            await self.skill_use.resumed(running)
                     else:
                         await self._accept(running, text, token, waiting)
                     if waiting is None:
@@ -679,12 +681,22 @@ class Agent:
         """Steer the session's running turn; the steering message's seq. A
         key the session's window knows is not steered again (a client
         resending after a reconnect): its recorded seq, whichever turn now
-        runs. The session is read back first, so the window is whole."""
+        runs. The session is read back first, so the window is whole. A
+        turn that has its last answer (or was aborted) takes no steer: it
+        would reach no model call (NoTurnRunning: the next message)."""
         if self.sessions.get(req.session) is not None:
             known = (await self.session(req.session)).keys.get(req.idempotency_key)
             if known is not None:
                 return known.message_seq
         running = self.session_turn(req.session)
+        if running.steering_closed or running.aborted:
+            # Its last answer is in: recorded into it, the steer would reach
+            # no model call. Refused, it is the next message (the gateway
+            # runs it as a followup; docs/adr/0059).
+            raise NoTurnRunning(
+                f"session {req.session}'s turn takes no more steering (its last answer is in, "
+                "or it was aborted): send it as a message"
+            )
         body = apb.TurnRecord(
             session=req.session,
             turn_id=running.id,

@@ -106,6 +106,7 @@ class ExecutorCalls:
         assert grant is not None
         left = authority_of(self._core).remaining(grant)
         if left is not None and left <= 0:
+            running.steering_closed = True  # the turn ends with this answer
             return apb.ModelCallResponse(
                 budget_exhausted=True,
                 message=f"the turn's budget of {grant.budget_ceiling} tokens is spent; "
@@ -113,6 +114,7 @@ class ExecutorCalls:
             )
         request = mpb.ChatRequest()
         request.CopyFrom(req.request)
+        seen = len(running.steering)
         for text in running.steering:
             request.messages.append(mpb.ChatMessage(role=mpb.ROLE_USER, content=text))
         if running.stored:  # a result was too long to show: the model may read on
@@ -123,8 +125,18 @@ class ExecutorCalls:
             running, grant, left, request, kind=rec.MODEL, trace=trace, on_text=running.delta
         )
         if reply.HasField("error"):
+            running.steering_closed = True  # the executor ends the turn on it
             return apb.ModelCallResponse(error=reply.error)
         out = apb.ModelCallResponse(response=reply.response)
+        if not reply.response.message.tool_calls:
+            # The executor's last call, unless steering came while it ran
+            # (no await since the check: a steer lands before or after it).
+            if len(running.steering) > seen:
+                out.steering_pending = True
+                if running.streamed():
+                    running.delta("\n\n")  # the next answer streams as a paragraph of its own
+            else:
+                running.steering_closed = True
         if left is None:
             out.unlimited = True
         else:
@@ -349,7 +361,7 @@ class ExecutorCalls:
                 await self._settle()
             answer = await self.memory.call(running, req, self._settle)
         elif req.tool == VIEW_TOOL and self.skills is not None:  # the core's own, R0
-            answer = self.skills.view(running, req.arguments_json)
+            answer = await self.skills.view(running, req.arguments_json)
         else:
             refusal = refusal_of(self._plugins, grant, req.tool)
             if refusal is not None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+from naga.executor import tool_name
 from naga.policy import TrustPolicy
 from naga.v1 import agent_pb2 as apb
 from naga.v1 import model_pb2 as mpb
@@ -31,6 +32,7 @@ from naga_core.skills import (
     REVIEW_PROMPT,
     REVIEW_SCHEMA,
     REVIEW_TOOL,
+    VIEW_TOOL,
     Library,
     Offer,
     Outcome,
@@ -51,6 +53,33 @@ class TurnSkills:
     offer: Offer
     text: str
     viewed: list[str] = field(default_factory=list[str])
+
+
+def viewed_versions(steps: list[mpb.ChatMessage]) -> list[bytes]:
+    """The skill versions whose folder a turn's recorded steps (its resumed
+    context: answers, then results) were told of, in order, once each: the
+    results of its ``skill.view`` calls that answered with a ``dir``."""
+    views = {
+        c.id
+        for m in steps
+        if m.role == mpb.ROLE_ASSISTANT
+        for c in m.tool_calls
+        if tool_name(c.name) == VIEW_TOOL
+    }
+    out: list[bytes] = []
+    for m in steps:
+        if m.role != mpb.ROLE_TOOL or m.tool_error or m.tool_call_id not in views:
+            continue
+        try:
+            result: object = json.loads(m.content)
+            if not isinstance(result, dict) or not result.get("dir"):  # pyright: ignore[reportUnknownMemberType]
+                continue
+            commit = bytes.fromhex(str(result["version"]))  # pyright: ignore[reportUnknownArgumentType]
+        except (ValueError, KeyError):
+            continue  # not a result the core wrote: nothing to restore
+        if commit not in out:
+            out.append(commit)
+    return out
 
 
 class SkillUse:
@@ -75,8 +104,8 @@ class SkillUse:
         self._turns[running.id] = TurnSkills(offer, text)
         return offer
 
-    def view(self, running: Running, arguments_json: str) -> apb.ToolCallResponse:
-        viewed = self.library.view(running.session, running.peer, arguments_json)
+    async def view(self, running: Running, arguments_json: str) -> apb.ToolCallResponse:
+        viewed = await self.library.view(running.session, running.peer, arguments_json)
         if not viewed.ok:
             return apb.ToolCallResponse(ok=False, error=viewed.text)
         turn = self._turns.get(running.id)
@@ -85,6 +114,16 @@ class SkillUse:
         if viewed.folder and viewed.folder not in running.skill_dirs:
             running.skill_dirs.append(viewed.folder)  # its shell commands may run its scripts
         return apb.ToolCallResponse(ok=True, result_json=viewed.text)
+
+    async def resumed(self, running: Running) -> None:
+        """A turn re-run after a stop of the core gets back the folders of
+        the versions its recorded ``skill.view`` calls showed (the start
+        cleared them), written again: a re-run shell step finds its script
+        (docs/adr/0054-lead11-skill-scripts-and-quiet-subscriptions.md)."""
+        for commit in viewed_versions(running.resume):
+            folder = await self.library.files_of_commit(commit)
+            if folder and folder not in running.skill_dirs:
+                running.skill_dirs.append(folder)
 
     async def after(
         self,

@@ -58,6 +58,11 @@ class Running:
         self.aborted = False
         self.scope = trio.CancelScope()
         self.steering: list[str] = []
+        #: Set once its last model answer is in (no tool call and no steering
+        #: came while it was made) or a call ended the turn (an error, the
+        #: budget): a steer then reaches no model call of it and is refused,
+        #: so the gateway sends it as the next message (docs/adr/0059).
+        self.steering_closed = False
         #: The turn this one's interrupt message aborted: its end is made
         #: durable before this message is acknowledged.
         self.interrupts: Running | None = None

@@ -232,13 +232,16 @@ class _RecordedCore:
         try:
             if nxt.body.failed:
                 return apb.ModelCallResponse(error=mpb.ModelError.FromString(answer))
-            return apb.ModelCallResponse(
-                response=mpb.ChatResponse.FromString(answer), unlimited=True
-            )
+            response = mpb.ChatResponse.FromString(answer)
         except DecodeError as exc:
             raise BundleInvalid(
                 f"record {nxt.seq}: the recorded answer is not a model answer: {exc}"
             ) from None
+        # An answer with no tool call that another model call followed: the
+        # core had steering for it (docs/adr/0059), as the recording shows.
+        after = self._next()
+        pending = not response.message.tool_calls and after is not None and after.kind == MODEL
+        return apb.ModelCallResponse(response=response, unlimited=True, steering_pending=pending)
 
     def call_tool(
         self, request: apb.ToolCallRequest, *, timeout: float | None = None

@@ -24,9 +24,15 @@ def has_files(version: Version) -> bool:
     return any(e.path != SKILL_FILE for e in version.tree.entries)
 
 
+def folder_of(version: Version, root: str) -> str:
+    """Where ``version``'s files are (or go) under ``root``."""
+    return os.path.join(root, version.digest.hex())
+
+
 def materialize(store: SkillStore, version: Version, root: str) -> str:
-    """The folder holding ``version``'s files, written if missing."""
-    dest = os.path.join(root, version.digest.hex())
+    """The folder holding ``version``'s files, written if missing (blocking:
+    the core calls it on a worker thread)."""
+    dest = folder_of(version, root)
     if os.path.isdir(dest):
         return dest
     os.makedirs(root, mode=0o700, exist_ok=True)
@@ -71,4 +77,4 @@ def _seal(path: str) -> None:
     os.chmod(path, 0o555)
 
 
-__all__ = ["clear", "has_files", "materialize"]
+__all__ = ["clear", "folder_of", "has_files", "materialize"]

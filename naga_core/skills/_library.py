@@ -15,17 +15,19 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+import trio
 from google.protobuf.message import DecodeError
 
 from naga.v1 import model_pb2 as mpb
 from naga.v1 import skills_pb2 as skpb
 from naga.v1 import startparts_pb2 as sppb
+from naga_core.errors import BlobError
 from naga_core.ledger import Entry, Ledger, Record
 from naga_core.skills._errors import SkillError
-from naga_core.skills._files import has_files, materialize
+from naga_core.skills._files import folder_of, has_files, materialize
 from naga_core.skills._format import SKILL_FILE, SkillDoc
 from naga_core.skills._sediment import scopes_for
-from naga_core.skills._store import SkillRef, SkillStore
+from naga_core.skills._store import SkillRef, SkillStore, Version
 from naga_core.skills._text import Bm25, weighted
 
 log = logging.getLogger("naga.skills")
@@ -170,6 +172,9 @@ class Library:
         self.usage = Usage()
         self._clock = clock
         self._indexes: dict[str, _Index] = {}
+        #: Version folders written under files_root by this library (the
+        #: core clears the root at start): no thread hop to find them again.
+        self._written: set[str] = set()
         self._scoped: dict[str, list[SkillRef]] = {}
         self._scoped_epoch: tuple[int, int] | None = None
 
@@ -245,7 +250,7 @@ class Library:
                 break
         return Offer(tuple(chosen))
 
-    def view(self, session: str, peer: str, arguments_json: str) -> Viewed:
+    async def view(self, session: str, peer: str, arguments_json: str) -> Viewed:
         """Answer a ``skill.view`` call."""
         try:
             args: object = json.loads(arguments_json or "{}")
@@ -273,12 +278,7 @@ class Library:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             return Viewed.failed(f"{VIEW_TOOL}: {path} of {name} is not text ({len(raw)} bytes)")
-        folder = ""
-        if self.files_root is not None and has_files(version):
-            try:
-                folder = materialize(self.store, version, self.files_root)
-            except (OSError, SkillError) as exc:  # the body is still worth showing
-                log.warning("skills: %s's files could not be written out: %s", name, exc)
+        folder = await self.files_of(version)  # '' if none: the body is still worth showing
         result: dict[str, object] = {
             "name": name,
             "scope": ref.scope,
@@ -296,6 +296,34 @@ class Library:
             )
         text = json.dumps(result, ensure_ascii=False)
         return Viewed(True, text, f"{ref.scope}/{ref.name}", folder)
+
+    async def files_of(self, version: Version) -> str:
+        """The folder of ``version``'s files, read-only ('' if it has none
+        besides SKILL.md or they cannot be written: logged). The first view
+        of a version writes them, on a worker thread: not on the core's loop."""
+        root = self.files_root
+        if root is None or not has_files(version):
+            return ""
+        dest = folder_of(version, root)
+        if dest in self._written:  # immutable, as its version: the same bytes
+            return dest
+        try:
+            await trio.to_thread.run_sync(materialize, self.store, version, root)
+        except (OSError, SkillError, BlobError) as exc:
+            log.warning("skills: version %s's files could not be written out: %s", dest, exc)
+            return ""
+        self._written.add(dest)
+        return dest
+
+    async def files_of_commit(self, commit: bytes) -> str:
+        """:meth:`files_of` the version ``commit`` names ('' if it is not
+        in the store: logged)."""
+        try:
+            version = self.store.version(commit)
+        except (SkillError, BlobError) as exc:
+            log.warning("skills: version %s is not in the store: %s", commit.hex(), exc)
+            return ""
+        return await self.files_of(version)
 
     def turn_entry(
         self,

@@ -18,7 +18,9 @@ After the restart the sender resends its key, and:
 * a ``web.fetch`` in flight at the kill is made again (the web plugin's
   manifest declares it ``repeatable``) and the turn finishes;
 * a ``shell.run`` in flight (not repeatable, not undoable) ends the turn
-  INTERRUPTED naming it, and the model is not asked again.
+  INTERRUPTED naming it, and the model is not asked again;
+* a skill version the turn viewed before the kill is written out again (the
+  start cleared the folders) and its scripts run in the re-run's shell.
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ import trio
 
 from naga.sdk import Client
 from naga.v1 import memory_pb2 as mmpb
+from naga.v1 import skills_pb2 as skpb
 from naga.v1 import turn_pb2 as tpb
+from naga_core.skills import render
 from tests.agent.conftest import write_providers
 from tests.crash._webchat import model_thread
 from tests.crash._webchat import records as records_of
@@ -324,6 +328,63 @@ def test_a_turn_killed_in_a_shell_run_ends_interrupted_and_is_not_run_again(
             assert [(k, b.error_message) for k, b in ends] == [("turn.error", why)]
             assert len(server.requests) == asked  # not re-run: the model was not asked again
             assert not os.path.exists(os.path.join(run.home, "workspace", "out.txt"))
+            stop(run.home, run.core)
+        finally:
+            run.close()
+    verify_home(run.home)
+
+
+_SCRIPT = b"#!/bin/sh\necho script-ran\n"
+
+
+@pytest.mark.slow
+def test_a_turn_resumed_after_a_kill_gets_back_the_skill_folders_it_viewed(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    root = str(tmp_path_factory.mktemp("resume-skill"))
+    with model_thread() as (server, token):
+        run = _Run(root, server, token)
+        try:
+            warm(run.home, server, token)
+            with Client.connect(run.home) as c:
+                c.set_setting_text("tools.max_risk", "R3")  # shell.run offered, no approval
+                c.set_setting_text("tools.approve_from", "R4")
+                files = [
+                    skpb.SkillFile(path="SKILL.md", data=render("say-it", "Say it.", "Run it.\n")),
+                    skpb.SkillFile(path="scripts/say.sh", data=_SCRIPT, executable=True),
+                ]
+                done = c.call(
+                    "/naga.v1.SkillService/Import",
+                    skpb.ImportSkillRequest(files=files, reason="test"),
+                    skpb.SkillChangeResponse,
+                )
+            folder = os.path.join(run.home, "work", "skills", done.skill.version)
+            view = ("call_v", "skill__view", json.dumps({"name": "say-it"}))
+            command = json.dumps({"command": f"sh {folder}/scripts/say.sh", "timeout_s": 20})
+            shell = ("call_s", "shell__run", command)
+            # Killed while the model answers the step after the view; the
+            # re-run asks for that step again, then runs the script.
+            run.script(
+                Reply.answer(tool_calls=(view,)),
+                Reply.answer(tool_calls=(shell,), hold="first"),
+                Reply.answer(tool_calls=(shell,)),
+                Reply.answer("said"),
+            )
+            sender, thread = run.send("say it")
+            _held(server, token, "first")
+            assert os.path.isdir(folder)  # the view wrote it out
+            asked = len(server.requests)
+            _kill(run.core)
+            first = run.restart(sender, thread)
+            trio.from_thread.run_sync(server.release, "first", trio_token=token)
+            sender.send(run.home)
+            _finished(sender, first, run.home, "said")
+            after = server.requests[asked:]
+            assert len(after) == 2, [r.json()["messages"][-1] for r in after]
+            assert "call_v" in _tool_results(after[0])  # resumed after the recorded view
+            ran = json.loads(_tool_results(after[1])["call_s"])
+            assert "script-ran" in str(ran["output"]), ran
+            assert os.path.isdir(folder)  # written again after the start cleared it
             stop(run.home, run.core)
         finally:
             run.close()

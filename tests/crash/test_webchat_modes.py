@@ -2,7 +2,8 @@
 WebChat and the real core, then a SIGKILL of the gateway or of the core.
 
 The owner's WebSocket client sends a first message, whose turn is held at
-the model (its first answer, a tool call, is let go only by the test), then
+the model (its first answer, a tool call or with ``last`` its final answer,
+is let go only by the test), then
 one or two more in a mode (docs/protocol/websocket.md, "Queue modes"), each
 acknowledged: durable in the core. Then the gateway or the core (``naga
 daemon start``, restarted on the same home and gateway port) is SIGKILLed;
@@ -17,7 +18,8 @@ still held or once every turn has ended. Then, from the ledger:
   with text, or the recorded error);
 * by mode: a followup or an interrupt is a turn of its own that answered;
   consecutive collects share one answer that saw both texts; a steer
-  reached the model once (the head turn's answer saw its text once); an
+  reached the model once (the head turn's answer saw its text once, also
+  when it came during the answer that was to be the last); an
   interrupt stopped the head turn (its abort is durable before the
   interrupt is acknowledged, so a core kill does not re-run it).
 
@@ -85,23 +87,32 @@ class Sent:
 class Model:
     """The fake model's answers: the first request (the head turn's) is
     held under ``first`` and asks for a tool no turn is offered (so the
-    turn calls the model again after it: a steer's boundary); every other
-    answers what its turn's user texts were. ``hold_next`` holds the next
-    request under that name (a re-run after a core kill)."""
+    turn calls the model again after it: a steer's boundary), or with
+    ``last`` is an answer with no tool call (a steer then comes during the
+    turn's last answer: docs/adr/0059); every other answers what its turn's
+    user texts were. ``hold_next`` holds the next request under that name
+    (a re-run after a core kill)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, last: bool = False) -> None:
         self.lock = threading.Lock()
         self.asked = 0
         self.hold_next = ""
+        self.last = last
 
     def __call__(self, request: Recorded) -> Reply:
         with self.lock:
             self.asked += 1
             if self.asked == 1:
+                if self.last:
+                    return Reply.answer(_saw(request), hold="first")
                 call = ("call_0", "nothing__offered", "{}")
                 return Reply.answer(tool_calls=(call,), hold="first")
             hold, self.hold_next = self.hold_next, ""
-        return Reply.answer("saw: " + " | ".join(_turn_texts(request)), hold=hold)
+        return Reply.answer(_saw(request), hold=hold)
+
+
+def _saw(request: Recorded) -> str:
+    return "saw: " + " | ".join(_turn_texts(request))
 
 
 def _turn_texts(request: Recorded) -> list[str]:
@@ -130,18 +141,26 @@ def _turn_texts(request: Recorded) -> list[str]:
     modes=st.lists(st.sampled_from(MODES), min_size=1, max_size=2),
     victim=st.sampled_from(VICTIMS),
     resend=st.sampled_from(RESENDS),
+    last=st.booleans(),
 )
 # Each mode with each victim, whatever the draw.
-@example(modes=["followup", "followup"], victim="gateway", resend="running")
-@example(modes=["followup"], victim="core", resend="running")
-@example(modes=["collect", "collect"], victim="gateway", resend="ended")
-@example(modes=["collect", "collect"], victim="core", resend="running")
-@example(modes=["steer"], victim="gateway", resend="running")
-@example(modes=["steer"], victim="core", resend="ended")
-@example(modes=["interrupt"], victim="gateway", resend="running")
-@example(modes=["interrupt", "followup"], victim="core", resend="running")
+@example(modes=["followup", "followup"], victim="gateway", resend="running", last=False)
+@example(modes=["followup"], victim="core", resend="running", last=False)
+@example(modes=["collect", "collect"], victim="gateway", resend="ended", last=False)
+@example(modes=["collect", "collect"], victim="core", resend="running", last=False)
+@example(modes=["steer"], victim="gateway", resend="running", last=False)
+@example(modes=["steer"], victim="core", resend="ended", last=False)
+# A steer during the head's last answer (docs/adr/0059).
+@example(modes=["steer"], victim="gateway", resend="ended", last=True)
+@example(modes=["steer"], victim="core", resend="running", last=True)
+@example(modes=["interrupt"], victim="gateway", resend="running", last=False)
+@example(modes=["interrupt", "followup"], victim="core", resend="running", last=False)
 def test_acknowledged_messages_of_every_mode_run_once_after_a_sigkill(
-    tmp_path_factory: pytest.TempPathFactory, modes: list[str], victim: str, resend: str
+    tmp_path_factory: pytest.TempPathFactory,
+    modes: list[str],
+    victim: str,
+    resend: str,
+    last: bool,
 ) -> None:
     root = tmp_path_factory.mktemp("webchat-modes")
     home = str(root / "home")
@@ -149,7 +168,7 @@ def test_acknowledged_messages_of_every_mode_run_once_after_a_sigkill(
     sent = [Sent("k0", "the first message", None)]
     sent += [Sent(f"k{i}", f"queued {i} ({m})", m) for i, m in enumerate(modes, 1)]
     with model_thread() as (server, token):
-        case = Case(home, root / "core.log", pinned_port(), sent, server, token)
+        case = Case(home, root / "core.log", pinned_port(), sent, server, token, Model(last=last))
         write_providers(home, server.openai_url)
         server.responder = case.model
         core = start_core_process(home, case.log, gateway_port=case.port)
@@ -300,7 +319,8 @@ def _check(ledger: TurnLedger, sent: list[Sent], seen: list[dict[str, Any]]) -> 
         stoppable = any(later.mode == "interrupt" for later in sent[i + 1 :])
         if s.ack["steered"]:
             # Never seen twice by the model; once, when it steered the head
-            # turn (whose first answer is a tool call: a boundary follows).
+            # turn (whose first answer is a tool call, a boundary, or its
+            # last answer, which then gets one more model call).
             assert answers.get(turn, "").count(s.text) <= 1, answers
             if turn == head and not stoppable:
                 assert answers[head].count(s.text) == 1, answers

@@ -10,6 +10,7 @@ import stat
 from pathlib import Path
 
 import pytest
+import trio
 
 from naga_core.skills import Library, clear_files
 from naga_core.skills._files import materialize
@@ -80,7 +81,9 @@ def test_a_view_names_the_folder_only_when_there_are_files(tmp_path: Path, extra
         if extra:
             files["scripts/a.sh"] = b"echo a\n"
         ref = store.create("global", files, author="owner", reason="t")
-        viewed = Library(store, files_root=root).view("s1", "webchat:owner", '{"name": "add-up"}')
+        library = Library(store, files_root=root)
+        # Written on a worker thread (off the core's loop).
+        viewed = trio.run(library.view, "s1", "webchat:owner", '{"name": "add-up"}')
     assert viewed.ok, viewed.text
     told = json.loads(viewed.text)
     assert viewed.key == "global/add-up"
