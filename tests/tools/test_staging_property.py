@@ -11,19 +11,34 @@ import os
 import shutil
 import subprocess
 import tempfile
+from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import sandbox
 from naga_core.ledger import BlobStore, OsFileSystem
 from naga_core.workspace import ShellRunner, apply, capture, tree_hash
 
-pytestmark = pytest.mark.slow  # two sandboxed commands an example
-
 PATHS = ["a", "b", "b/x", "b/y", "c", "d", "d/e", "d/e/f"]
 TEXT = st.text(alphabet="xyz", min_size=0, max_size=6)
+#: ``cp -r {p} {q}``, but never a directory into itself. GNU cp refuses that
+#: only once it has copied part of it: it reads each directory's entries
+#: sorted by inode number and stops at the first that is a directory it made
+#: itself (coreutils copy_dir, gnulib savedir's SAVEDIR_SORT_FASTREAD), so
+#: ``cp -r d d/e`` copies d/e/f into d/e/d/e only if d/e/f's inode number is
+#: below the new d/e/d's. That is not a function of the tree: the direct
+#: run's tree and the staged ones share no inode numbers, and ext4 may hand
+#: a new directory a freed number below older files' (on a busy ext4 disk:
+#: 71 direct runs in 2,000, 22 staged copies in 150; tmpfs never reuses
+#: one). No oracle holds for it, so the op leaves it out: where the
+#: destination resolves inside the source directory it fails as cp would,
+#: having written nothing.
+COPY = (
+    'if [ -d {p} ] && ! [ -L {p} ] && case "$(realpath -m -- {q})/" in'
+    ' "$(realpath -- {p})"/*) true;; *) false;; esac; then false; else cp -r {p} {q}; fi'
+)
 OPS = [
     "mkdir -p {p}",
     "echo {t} > {p}",
@@ -33,7 +48,7 @@ OPS = [
     "ln {p} {q}",
     "mv {p} {q}",
     "mv -T {p} {q}",
-    "cp -r {p} {q}",
+    COPY,
     "chmod +x {p}",
     "chmod -x {p}",
     "touch {p}",
@@ -52,14 +67,23 @@ def _seed(root: str) -> None:
     os.symlink("a", os.path.join(root, "c"))
 
 
+def _command(*ops: tuple[str, str, str, str]) -> str:
+    """One shell command of ops (template, p, q, text), each one's errors
+    dropped, the whole one succeeding."""
+    return (
+        "; ".join(op.format(p=p, q=q, t=t or "e") + " 2>/dev/null" for op, p, q, t in ops)
+        + "; true"
+    )
+
+
 @st.composite
 def commands(draw: st.DrawFn) -> str:
-    ops: list[str] = []
+    ops: list[tuple[str, str, str, str]] = []
     for _ in range(draw(st.integers(1, 6))):
         op = draw(st.sampled_from(OPS))
         p, q = draw(st.sampled_from(PATHS)), draw(st.sampled_from(PATHS))
-        ops.append(op.format(p=p, q=q, t=draw(TEXT) or "e") + " 2>/dev/null")
-    return "; ".join(ops) + "; true"
+        ops.append((op, p, q, draw(TEXT)))
+    return _command(*ops)
 
 
 def _direct(root: str, command: str) -> str:
@@ -84,12 +108,15 @@ def _staged(root: str, stage: str, blobs: BlobStore, command: str, *, overlay: b
 KERNEL = sandbox.detect()
 
 
+@pytest.mark.slow  # two sandboxed commands an example
 @settings(
     max_examples=8,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 @given(command=commands())
+# CI's failure: the staged copy's cp met d/e/d before d/e/f (see COPY).
+@example(command=_command(("ln -sfn {q} {p}", "b", "b/y", ""), (COPY, "d", "d/e", "")))
 def test_captured_writes_are_what_the_command_does(command: str) -> None:
     base = tempfile.mkdtemp(prefix="naga-stage-prop-")
     try:
@@ -107,3 +134,40 @@ def test_captured_writes_are_what_the_command_does(command: str) -> None:
             for d in dirs:
                 os.chmod(os.path.join(entry, d), 0o700)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _seeded(tmp_path: Path, setup: str) -> str:
+    root = str(tmp_path / "root")
+    _seed(root)
+    if setup:
+        _direct(root, setup)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("setup", "p", "q"),
+    [
+        ("", "d", "d/e"),  # into a directory of its own: d/e/d
+        ("", "d", "d"),  # into itself: d/d
+        ("", "b", "b/y"),  # to a new path inside itself
+        ("ln -sfn d c", "d", "c"),  # through a symlink to itself: d/d
+    ],
+)
+def test_a_directory_is_never_copied_into_itself(
+    tmp_path: Path, setup: str, p: str, q: str
+) -> None:
+    """What such a copy leaves depends on inode numbers (see COPY): the op
+    must leave the tree as it was, whatever order cp would read it in."""
+    root = _seeded(tmp_path, setup)
+    before = tree_hash(root)
+    assert _direct(root, _command((COPY, p, q, ""))) == before
+
+
+@pytest.mark.parametrize(
+    ("p", "q", "made"),
+    [("d", "b", "b/d/e/f"), ("b", "d/e", "d/e/b/x"), ("d/e", "b/y", "b/y/f"), ("b/x", "d", "d/x")],
+)
+def test_other_copies_are_made(tmp_path: Path, p: str, q: str, made: str) -> None:
+    root = _seeded(tmp_path, "")
+    _direct(root, _command((COPY, p, q, "")))
+    assert os.path.isfile(os.path.join(root, made))
