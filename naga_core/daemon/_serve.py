@@ -550,6 +550,7 @@ async def _check_sealed(core: Core) -> None:
     except NagaError as exc:
         log.warning("naga-core: the sealed segments could not be rehashed: %s", exc)
         return
+    trim_heap()  # what the thread's reads left in its arena
     if not found:
         return
     why = "sealed ledger files do not match their seals: " + "; ".join(
