@@ -101,6 +101,8 @@ def _fill(kernel: Kernel, effects: int, mix: str) -> None:
 
 
 def _site(filename: str, lineno: int) -> str:
+    if filename.endswith("kernel/_ascending.py"):  # the effect seqs, delta-encoded (ADR 0057)
+        return "effect_seqs"
     if filename.endswith("kernel/_runs.py"):
         return "in_force"
     # The in-force stack moved from _kernel.py to _in_force.py (its own

@@ -44,13 +44,16 @@ def verifier_for(home: Home) -> CheckpointVerifier:
 
 
 @contextlib.contextmanager
-def open_ledger(home: Home, *, create: bool) -> Generator[Ledger]:
-    """Open the home's ledger for writing (recovering a torn tail)."""
+def open_ledger(home: Home, *, create: bool, check_contents: bool = True) -> Generator[Ledger]:
+    """Open the home's ledger for writing (recovering a torn tail);
+    ``check_contents``: see :meth:`Ledger.open`."""
     if not create and not home.exists():
         raise ConfigError(f"no Naga home at {home.root} (set NAGA_HOME or pass --home)")
     home.ensure()
     signer = load_signer(home, create=create)
-    ledger = Ledger.open(home.ledger_dir, signer, blobs=blob_store(home))
+    ledger = Ledger.open(
+        home.ledger_dir, signer, blobs=blob_store(home), check_contents=check_contents
+    )
     try:
         yield ledger
     finally:

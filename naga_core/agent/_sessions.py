@@ -11,6 +11,7 @@ blob store), ``turn.tool`` (one tool call), ``turn.reply`` (the answer) and
 from __future__ import annotations
 
 import itertools
+import operator
 import time
 from array import array
 from collections import OrderedDict
@@ -269,7 +270,10 @@ class Sessions:
             reload = array("Q", img.reload)
             if not img.name or img.name in self._by_name:
                 raise ValueError(f"session name {img.name!r} is empty or repeated")
-            if img.last_seq > through or any(b <= a for a, b in itertools.pairwise(reload)):
+            # Ascending, compared in C (map over the array, not a generator:
+            # 0.6 s of a 1M-record home's start, ADR 0057).
+            ascending = all(map(operator.lt, reload, itertools.islice(reload, 1, None)))
+            if img.last_seq > through or not ascending:
                 raise ValueError(f"session {img.name!r}: its records are not within the image")
             if reload and reload[-1] >> 2 > through:
                 raise ValueError(f"session {img.name!r}: a record past the image")

@@ -101,7 +101,7 @@ from naga_core.daemon._wechat_service import (
     wechat_rows,
 )
 from naga_core.egress import EgressProxies
-from naga_core.errors import NagaError
+from naga_core.errors import LedgerCorrupt, NagaError
 from naga_core.kernel import RATCHETS, Actions
 from naga_core.ledger import Ledger, Projection
 from naga_core.plugins import PluginHost, PluginsConfig, journaled
@@ -176,7 +176,11 @@ async def serve_core(
         if notifier is not None:
             notifier.status("opening the ledger")
         with extending_timeout(notifier):
-            ledger = stack.enter_context(open_ledger(config.home, create=True))
+            # The sealed segments are rehashed after readiness, not before
+            # (ADR 0057: the start's CPU and reads grew with every segment).
+            ledger = stack.enter_context(
+                open_ledger(config.home, create=True, check_contents=False)
+            )
             cleaned = [*ledger.report.lines()[1:], *_catch_up_projection(config.home, ledger)]
             plugins = PluginHost.discover(config.home, config.plugins)
             plugins.install(config.actions)  # before the kernel re-runs interrupted actions
@@ -504,6 +508,7 @@ async def _serve(
             # What the start freed (snapshot, fold, whole segments read) goes
             # back to the system instead of staying resident (issue 19).
             trim_heap()
+            nursery.start_soon(_check_sealed, core)
             if notifier is not None:
                 # After start(): the socket is bound and answering.
                 notifier.ready(
@@ -533,6 +538,26 @@ async def _next_append(core: Core) -> None:
 
 def _loopback_hosts(core: Core) -> list[str]:
     return core.settings.get_text("egress.loopback_hosts").split(",")
+
+
+async def _check_sealed(core: Core) -> None:
+    """What the start's open left out (ADR 0057): every sealed segment and
+    index rehashed against its signed seal, off the loop. Damage is what an
+    open that hashed them refused: noted in the ledger, and the core stops
+    failed (as on a failed write); ``naga ledger verify`` names the file."""
+    try:
+        found = await trio.to_thread.run_sync(core.ledger.check_sealed, abandon_on_cancel=True)
+    except NagaError as exc:
+        log.warning("naga-core: the sealed segments could not be rehashed: %s", exc)
+        return
+    trim_heap()  # what the thread's reads left in its arena
+    if not found:
+        return
+    why = "sealed ledger files do not match their seals: " + "; ".join(
+        f"{e.path}: {e.reason}" for e in found
+    )
+    await _journal_note(core)(why[:1000])
+    core.fail(LedgerCorrupt(found[0].path, None, f"{found[0].reason} (run `naga ledger verify`)"))
 
 
 def _journal_note(core: Core) -> Callable[[str], Awaitable[object]]:

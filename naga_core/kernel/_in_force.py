@@ -16,13 +16,12 @@ image, each checked against the others here.
 
 from __future__ import annotations
 
-import bisect
-import itertools
 from array import array
 from collections.abc import Callable, Iterator
 
 from naga.v1 import kernel_pb2 as kpb
 from naga.v1 import snapshot_pb2 as snpb
+from naga_core.kernel._ascending import Ascending
 from naga_core.kernel._effect import ImageRejected
 from naga_core.kernel._runs import Runs
 
@@ -34,7 +33,8 @@ class InForceStack:
     __slots__ = ("effect_seqs", "node_below", "node_depth", "node_seq", "tops")
 
     def __init__(self) -> None:
-        self.effect_seqs = array("q")  # seqs of kernel.effect records, ascending
+        # seqs of kernel.effect records, ascending: 2 bytes each (ADR 0057)
+        self.effect_seqs = Ascending()
         self.node_seq = array("q")
         self.node_below = array("q")
         self.node_depth = array("q")
@@ -46,12 +46,12 @@ class InForceStack:
 
     def at(self, seq: int) -> int:
         """The node on top after record ``seq`` (-1: nothing in force)."""
-        i = bisect.bisect_right(self.effect_seqs, seq) - 1
+        i = self.effect_seqs.bisect_right(seq) - 1
         return self.tops[i] if i >= 0 else -1
 
     def after(self, seq: int) -> array[int]:
         """The seqs of the effects after record ``seq``, ascending."""
-        return self.effect_seqs[bisect.bisect_right(self.effect_seqs, seq) :]
+        return self.effect_seqs.after(seq)
 
     def _push(self, seq: int, below: int) -> int:
         """A new node: effect ``seq`` in force on top of node ``below``."""
@@ -69,7 +69,7 @@ class InForceStack:
             # The world part of the aborted effect never came into force, not
             # even at its own seq (a rollback to it must not run it again):
             # what is in force there and now is what was just before it.
-            i = bisect.bisect_left(self.effect_seqs, effect.aborted)
+            i = self.effect_seqs.bisect_left(effect.aborted)
             top = self.tops[i - 1] if i > 0 else -1
             if i < len(self.tops):
                 self.tops.set(i, top)
@@ -124,12 +124,15 @@ class InForceStack:
     ) -> InForceStack:
         """The stack ``img`` describes, every reference in it checked
         (``bad`` builds the error a reference that does not hold raises)."""
-        seqs = array("q", img.effect_seqs)
-        if len(img.in_force_tops) != len(seqs) or len(img.node_seqs) != len(img.node_below):
-            raise bad("its lists disagree in length")
-        if any(b <= a for a, b in itertools.pairwise(seqs)) or (
-            seqs and not 0 <= seqs[0] <= seqs[-1] <= image_seq
+        if len(img.in_force_tops) != len(img.effect_seqs) or len(img.node_seqs) != len(
+            img.node_below
         ):
+            raise bad("its lists disagree in length")
+        try:
+            seqs = Ascending(img.effect_seqs)
+        except ValueError:
+            seqs = None
+        if seqs is None or (seqs and not 0 <= seqs[0] <= seqs[-1] <= image_seq):
             raise bad("the effect seqs are not ascending within the ledger")
         restored = cls()
         nodes: dict[int, int] = {}  # node seq -> node

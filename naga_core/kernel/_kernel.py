@@ -167,7 +167,7 @@ class Kernel:
         if image_seq < -1 or image_seq >= self._ledger.size:
             raise bad(f"the ledger has {self._ledger.size} records")
         in_force = InForceStack.restore(img, image_seq, bad)
-        effects = set(in_force.effect_seqs)
+        effects = in_force.effect_seqs
         refs = [*img.acquires, *img.release_seqs, *img.release_of, *img.unapplied]
         if any(s not in effects for s in [*refs, *img.open_brackets]):
             raise bad("a bracket or unapplied effect is not an effect in it")

@@ -55,8 +55,15 @@ class Ledger(LedgerWriter):
         blobs: BlobStore | None = None,
         clock: Callable[[], int] = time.time_ns,
         segment_max_bytes: int = SEGMENT_MAX_BYTES,
+        check_contents: bool = True,
     ) -> Ledger:
         """Open (creating if new), recovering a torn tail and refusing damage.
+
+        ``check_contents=False`` (the core's start, ADR 0057): sealed
+        segments and their indexes are not hashed at the open (their signed
+        seals, sizes, last index entries and links are checked); a record
+        read later is still checked against its leaf hash and its index
+        against the seal, and :meth:`check_sealed` rehashes them all.
 
         Raises :class:`LedgerCorrupt` naming the file, offset and problem
         for anything but a torn tail; ``ledger.report`` says what was cut.
@@ -68,7 +75,9 @@ class Ledger(LedgerWriter):
             raise ValueError("segment_max_bytes must be at least 4096")
         stack = contextlib.ExitStack()
         try:
-            state, report = recover(fs, directory, signer.verifier(), blobs, stack)
+            state, report = recover(
+                fs, directory, signer.verifier(), blobs, stack, contents=check_contents
+            )
         except OSError as exc:
             stack.close()
             # Foreign errors are translated where they enter the core

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from naga.constants import RECORD_HEADER_BYTES
 from naga_core.errors import BlobError, LedgerCorrupt, NotFound, ProofError
 from naga_core.ledger._blobs import BlobStore
 from naga_core.ledger._checkpoint import CheckpointVerifier
@@ -34,6 +35,8 @@ from naga_core.ledger._fs import FileHandle, FileSystem, makedirs, sha256_file
 from naga_core.ledger._merkle import CompactRange, verify_consistency
 from naga_core.ledger._record import GENESIS_PREV, Frame, check_frame
 from naga_core.ledger._segment import (
+    INDEX_ENTRY_BYTES,
+    INDEX_HEADER_BYTES,
     INDEX_SUFFIX,
     SEAL_SUFFIX,
     SEGMENT_SUFFIX,
@@ -139,6 +142,7 @@ def check_seal(
     prev_leaf: bytes,
     excess_ok: bool = False,
     entries: bool = True,
+    contents: bool = True,
 ) -> tuple[Seal, array[int], bytes]:
     """Validate one sealed segment cheaply (hashes, signatures, links).
 
@@ -147,7 +151,13 @@ def check_seal(
     segment's index only when asked: the ledger checks it against the seal
     again then) the index is checked as a whole (its hash, its count, its
     last leaf) without decoding every entry, and the offsets hold only the
-    last record's. Raises LedgerCorrupt naming the file.
+    last record's. With ``contents=False`` (the core's start, ADR 0057)
+    neither the segment nor its index is hashed: the signed seal, its
+    checkpoint and consistency proof, the files' sizes, the index's last
+    entry and the first record's link are checked, and every later read of a
+    record checks it against its leaf hash and the index against the seal's
+    hash (:meth:`Ledger.check_sealed` rehashes them all, in the background).
+    Raises LedgerCorrupt naming the file.
     """
     stem = os.path.join(seg_dir, f"{first:020d}")
     seal_path, idx_path, log_path = stem + SEAL_SUFFIX, stem + INDEX_SUFFIX, stem + SEGMENT_SUFFIX
@@ -192,7 +202,7 @@ def check_seal(
         raise LedgerCorrupt(
             log_path, None, f"sealed segment is {size} bytes, its seal says {seal.bytes}"
         )
-    if sha256_file(fs, log_path, length=seal.bytes) != seal.segment_sha256:
+    if contents and sha256_file(fs, log_path, length=seal.bytes) != seal.segment_sha256:
         raise LedgerCorrupt(log_path, None, "sealed segment content does not match its seal")
     if size > seal.bytes and not excess_ok:
         # Bytes past what the signed seal covers cannot be records of the
@@ -207,6 +217,13 @@ def check_seal(
         )
     if not fs.exists(idx_path):
         raise LedgerCorrupt(idx_path, None, "index of a sealed segment is missing")
+    if not contents:
+        count, last_offset, last_leaf = _index_tail(fs, idx_path)
+        offsets, leaves = array("Q", [last_offset]), last_leaf
+        if count != seal.count or last_leaf != seal.last_leaf_hash:
+            raise LedgerCorrupt(idx_path, None, "index does not match its seal")
+        _check_first_link(fs, log_path, seal, prev_leaf)
+        return seal, offsets, leaves
     idx = fs.read(idx_path)
     if hashlib.sha256(idx).digest() != seal.index_sha256:
         raise LedgerCorrupt(idx_path, None, "index does not match its seal")
@@ -221,12 +238,41 @@ def check_seal(
         raise LedgerCorrupt(idx_path, None, str(exc)) from None
     if count != seal.count or last_leaf != seal.last_leaf_hash:
         raise LedgerCorrupt(idx_path, None, "index does not match its seal")
-    first_frame = check_frame(memoryview(fs.read(log_path, 0, min(seal.bytes, 1 << 21))), 0)
+    _check_first_link(fs, log_path, seal, prev_leaf)
+    return seal, offsets, leaves
+
+
+def _check_first_link(fs: FileSystem, log_path: str, seal: Seal, prev_leaf: bytes) -> None:
+    """The segment's first record links to the previous segment's last
+    (its frame read alone, not the first 2 MB of the file)."""
+    head = fs.read(log_path, 0, min(seal.bytes, RECORD_HEADER_BYTES))
+    n = int.from_bytes(head[8:12], "big") if len(head) == RECORD_HEADER_BYTES else 0
+    rest = (
+        fs.read(log_path, RECORD_HEADER_BYTES, min(n, seal.bytes - RECORD_HEADER_BYTES))
+        if n
+        else b""
+    )
+    first_frame = check_frame(memoryview(head + rest), 0)
     if not isinstance(first_frame, Frame) or first_frame.prev_hash != prev_leaf:
         raise LedgerCorrupt(
             log_path, 0, "broken chain: first record does not link to the previous segment"
         )
-    return seal, offsets, leaves
+
+
+def _index_tail(fs: FileSystem, idx_path: str) -> tuple[int, int, bytes]:
+    """:func:`index_summary` of an index from its size, header and last
+    entry (two small reads, not the file)."""
+    size = fs.size(idx_path)
+    head = fs.read(idx_path, 0, INDEX_HEADER_BYTES)
+    last = (
+        fs.read(idx_path, size - INDEX_ENTRY_BYTES, INDEX_ENTRY_BYTES)
+        if size > INDEX_HEADER_BYTES
+        else b""
+    )
+    try:
+        return index_summary(head + last, size=size)
+    except ValueError as exc:
+        raise LedgerCorrupt(idx_path, None, str(exc)) from None
 
 
 def recover(
@@ -235,8 +281,11 @@ def recover(
     verifier: CheckpointVerifier,
     blobs: BlobStore | None,
     stack: contextlib.ExitStack,
+    *,
+    contents: bool = True,
 ) -> tuple[SegmentState, RecoveryReport]:
-    """Lock ``directory``, check it and bring it to a state the writer can continue."""
+    """Lock ``directory``, check it and bring it to a state the writer can
+    continue (``contents``: see :func:`check_seal`)."""
     seg_dir = os.path.join(directory, "segments")
     makedirs(fs, seg_dir)
     stack.enter_context(fs.lock(os.path.join(directory, "LOCK")))
@@ -292,6 +341,7 @@ def recover(
                 prev_leaf=state.last_leaf,
                 excess_ok=True,
                 entries=False,
+                contents=contents,
             )
             excess = fs.size(log_path) - seal.bytes
             if excess > 0:

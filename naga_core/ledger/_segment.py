@@ -44,6 +44,9 @@ SEAL_SUFFIX = ".seal"
 _NAME = re.compile(rf"^(\d{{{SEGMENT_NAME_DIGITS}}})\.(log|idx|seal)$")
 _INDEX_MAGIC = b"NGLIDX1\n"
 _INDEX_ENTRY = struct.Struct(">Q32s")
+#: An index file: its magic and entry count, then one entry a record.
+INDEX_HEADER_BYTES = len(_INDEX_MAGIC) + 8
+INDEX_ENTRY_BYTES = _INDEX_ENTRY.size
 _SEAL_VERSION = 1
 
 
@@ -228,15 +231,17 @@ def encode_index(offsets: array[int], leaves: bytes) -> bytes:
     return b"".join(parts)
 
 
-def index_summary(data: bytes) -> tuple[int, int, bytes]:
+def index_summary(data: bytes, *, size: int | None = None) -> tuple[int, int, bytes]:
     """(entries, last offset, last leaf hash) of an index, read from its
     header and last entry only; ValueError naming the problem (as
-    :func:`decode_index`, which reads every entry)."""
+    :func:`decode_index`, which reads every entry). ``size``: the file's
+    size when ``data`` is its header and last entry only."""
     if not data.startswith(_INDEX_MAGIC) or len(data) < len(_INDEX_MAGIC) + 8:
         raise ValueError("not a segment index (bad magic)")
     n = int.from_bytes(data[8:16], "big")
-    if len(data) != 16 + n * _INDEX_ENTRY.size:
-        raise ValueError(f"index claims {n} entries but has {len(data) - 16} bytes of entries")
+    size = len(data) if size is None else size
+    if size != 16 + n * _INDEX_ENTRY.size:
+        raise ValueError(f"index claims {n} entries but has {size - 16} bytes of entries")
     if n == 0:
         return 0, 0, b""
     offset, leaf = _INDEX_ENTRY.unpack_from(data, len(data) - _INDEX_ENTRY.size)

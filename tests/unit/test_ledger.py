@@ -208,6 +208,56 @@ def test_sealed_segment_tampering_refuses_to_open(tmp_path: Path) -> None:
     assert exc.value.path == first
 
 
+class _CountingBytes(OsFileSystem):
+    def __init__(self) -> None:
+        self.bytes_read = 0
+
+    def read(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
+        data = super().read(path, offset, length)
+        self.bytes_read += len(data)
+        return data
+
+
+def test_a_start_open_hashes_no_sealed_segment_and_still_catches_a_flipped_byte(
+    tmp_path: Path,
+) -> None:
+    """The core's start opens with ``check_contents=False`` (ADR 0057): no
+    sealed segment or index is read whole, yet a byte flipped in a sealed
+    segment is refused by every read of its record and named by
+    ``check_sealed`` (the core's background rehash); an open that hashes
+    (every other open) refuses it as before."""
+    d = str(tmp_path / "l")
+    make_ledger(d, 300)
+    sealed = segment_files(d)[:-1]
+    assert len(sealed) >= 3
+    fs = _CountingBytes()
+    with Ledger.open(d, fixed_signer(), fs=fs, segment_max_bytes=SMALL_SEGMENT) as ledger:
+        opened = fs.bytes_read
+        assert ledger.check_sealed() == []
+    whole = sum(os.path.getsize(p) for p in sealed)
+    fs = _CountingBytes()
+    with Ledger.open(
+        d, fixed_signer(), fs=fs, segment_max_bytes=SMALL_SEGMENT, check_contents=False
+    ) as ledger:
+        assert fs.bytes_read < opened - whole, (fs.bytes_read, opened, whole)
+    first = sealed[0]
+    with open(first, "r+b") as f:
+        f.seek(100)
+        b = f.read(1)
+        f.seek(100)
+        f.write(bytes([b[0] ^ 0x80]))
+    with open_small(d, check_contents=False) as ledger:
+        found = ledger.check_sealed()
+        assert [(e.path, e.reason) for e in found] == [
+            (first, "sealed segment content does not match its seal")
+        ]
+        with pytest.raises(LedgerCorrupt, match=r"changed since it was written|unreadable") as exc:
+            list(ledger.iter_records(0, ledger.seals()[0].tree_size))
+        assert exc.value.path == first
+    with pytest.raises(LedgerCorrupt, match="does not match its seal"):
+        open_small(d)
+
+
 def test_missing_segment_refuses_to_open(tmp_path: Path) -> None:
     d = str(tmp_path / "l")
     make_ledger(d, 300)
