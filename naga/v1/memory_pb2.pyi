@@ -493,10 +493,12 @@ class MemoryDistillRecord(_message.Message):
     duration_us: _builtins.int
     through_seq: _builtins.int
     """idle18: the seq of the newest history entry the call was shown (0 in
-    records before it: they covered what came before the record itself),
-    and the seq after which the entries shown start (0: the whole history,
-    an archive's or the owner's; an idle session's distillation shows only
-    what the last one did not cover). docs/adr/0055-idle18-idle-distillation.md
+    records before it: they covered what came before the record itself;
+    -1: a call with no usable answer, which covered nothing), and the seq
+    after which the entries shown start (0: the whole history, the owner's
+    by hand; an idle or an archive's distillation shows only what no
+    distillation covered). docs/adr/0055-idle18-idle-distillation.md,
+    docs/adr/0058-mem18-what-sealing-costs-a-turn.md
     """
     after_seq: _builtins.int
     @_builtins.property
