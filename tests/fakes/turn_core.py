@@ -144,6 +144,13 @@ class FakeCore:
         if self._server is not None:
             self._server.stop(grace=None)
 
+    def idle(self, timeout: float = 10.0) -> bool:
+        """Whether every run has ended within ``timeout``: a run leaves
+        :attr:`running` only when grpc resumes its stream after the last
+        event, which can be after a client has read that event."""
+        with self._free:
+            return self._free.wait_for(lambda: not self.running, timeout)
+
     # --- the console's owner proof --------------------------------------------------
 
     def login_code(self) -> str:

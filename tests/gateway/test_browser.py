@@ -189,7 +189,7 @@ def test_console_end_to_end(fake_core: tuple[FakeCore, str], browser: Any) -> No
             "the aborted reply",
             lambda _: any("Stopped" in t for t in _texts(d, "#messages li.error .turn-error")),
         )
-        assert not core.running
+        assert core.idle()
 
         # Undo to the first reply: the slow turn's entries go.
         keep = next(e.seq for e in core.entries if e.text == "echo: hello browser")

@@ -75,7 +75,7 @@ def test_abort_stops_a_long_reply(fake_core: tuple[FakeCore, str]) -> None:
         await c.aclose()
 
     run_gateway(socket, body)
-    assert not core.running
+    assert core.idle()
 
 
 def test_steer_reaches_the_running_turn(fake_core: tuple[FakeCore, str]) -> None:
