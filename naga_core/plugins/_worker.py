@@ -160,8 +160,13 @@ class Worker:
 
     async def _fail(self, reason: str) -> None:
         self.last_failure = reason
-        self._set(WorkerState.FAILED)
-        await self._give_up(self, reason)
+        # Journaled first, so that whoever sees FAILED (a call that waited
+        # for the verdict on its worker's death, readiness waiters) finds
+        # the plugin's component failed too.
+        try:
+            await self._give_up(self, reason)
+        finally:
+            self._set(WorkerState.FAILED)
 
     async def _life(self) -> str:
         """Launch one process and converse with it until it ends; why it ended."""
@@ -288,13 +293,35 @@ class Worker:
         if pending.failure is not None:
             if self.stopping:
                 raise PluginUnavailable(f"plugin {self.name} was stopped during {tool}")
-            raise WorkerUnavailable(
+            ended = (
                 f"plugin {self.name}: its worker (pid {session.pid}) ended during {tool}: "
-                f"{pending.failure}; it is being rebuilt, and the next call goes to the new one"
+                f"{pending.failure}"
+            )
+            # The caller hears what the supervisor made of the death (a
+            # rebuild, or a crash loop that failed the plugin), not a guess
+            # made before it decided.
+            with trio.move_on_at(deadline):
+                await self._verdict_on(session)
+            if self.state is WorkerState.FAILED:
+                raise WorkerUnavailable(
+                    f"{ended}; the plugin failed: {self.last_failure}; "
+                    f"enable it again to retry (naga plugin enable {self.name})"
+                )
+            raise WorkerUnavailable(
+                f"{ended}; it is being rebuilt, and the next call goes to the new one"
             )
         if pending.error is not None:
             _raise_tool_error(self.name, tool, pending.error)
         return pending, session.pid
+
+    async def _verdict_on(self, session: Session) -> None:
+        """Until the supervisor has decided after ``session``'s worker ended:
+        a backoff before the next start, a failure, or a stop."""
+        while self._session is session or self.state is WorkerState.RUNNING:
+            if self.stopping or self.state is WorkerState.FAILED:
+                return
+            changed = self._changed
+            await changed.wait()
 
     async def _ready_session(self, deadline: float, timeout_s: float) -> Session:
         while True:
