@@ -362,10 +362,13 @@ def main() -> int:
 
     sandboxed: list[float] = []
     layers: dict[str, list[float]] = {}
-    with tempfile.TemporaryDirectory(prefix="naga-bench-sandbox-") as work:
+    with (
+        tempfile.TemporaryDirectory(prefix="naga-bench-sandbox-") as work,
+        sandbox.Forker() as forker,
+    ):
         profile = _profile(args.profile, work, os.path.join(work, "core.sock"))
         for _ in range(args.starts):
-            child = sandbox.launch(profile, NOOP_TARGET, kernel=kernel)
+            child = sandbox.launch(profile, NOOP_TARGET, forker=forker, kernel=kernel)
             sandboxed.append(child.ready_seconds * 1000)
             for layer, ns in child.timings:
                 layers.setdefault(layer.value, []).append(ns / 1000)
