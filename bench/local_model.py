@@ -35,6 +35,7 @@ import trio
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import sandbox  # noqa: E402
 from naga_core._localmodel import LocalModelSettings, local_model  # noqa: E402
 
 STORY = "Write a story of at least 200 words about a lighthouse keeper."
@@ -93,7 +94,14 @@ async def _chat(client: httpx.AsyncClient, model: str, **body: Any) -> tuple[flo
 
 async def run(settings: LocalModelSettings, idle_s: float) -> dict[str, Any]:
     started = time.monotonic()
-    async with local_model(settings) as endpoint:
+    with sandbox.Forker() as forker:  # closed after the server is reaped
+        return await _measure(settings, idle_s, forker, started)
+
+
+async def _measure(
+    settings: LocalModelSettings, idle_s: float, forker: sandbox.Forker, started: float
+) -> dict[str, Any]:
+    async with local_model(settings, forker) as endpoint:
         ready_s = time.monotonic() - started
         memory_ready = _memory_mib(endpoint.pid)
         sandboxed = {**_sandbox(endpoint.pid), "degraded": list(endpoint.degraded)}

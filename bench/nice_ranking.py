@@ -67,12 +67,13 @@ def _round(placement: str, seconds: float, kernel: sandbox.KernelReport) -> floa
 
     r, w = os.pipe()
     try:
-        with tempfile.TemporaryDirectory() as work:
+        with tempfile.TemporaryDirectory() as work, sandbox.Forker() as forker:
             profile = sandbox.Profile.plugin(work_dir=work)
             worker = sandbox.launch(
                 profile,
                 "tests.sandbox._workloads:spin",
                 [str(r)],
+                forker=forker,
                 pass_fds=[r],
                 kernel=kernel,
                 cgroup=group,

@@ -2,6 +2,9 @@
 
 * sandboxed start, ``sandbox.launch`` to the child's ready report, p50/p99
   over ``--starts`` launches of the chosen profile (default plugin);
+* the part of a launch that crosses to the owner's fork thread
+  (``Forker.run`` of a no-op, p50/p99 microseconds over 2,000), and a
+  Forker's start and close (ADR 0062);
 * an unsandboxed start of the same interpreter to its first byte on a pipe;
 * what each layer costs inside the child (p50, microseconds), as the child
   reports it, and what ``sandbox.detect()`` costs;
@@ -149,6 +152,31 @@ main = plugin.main
 
 #: A target that does nothing: len([]) is 0, the exit code.
 NOOP_TARGET = "builtins:len"
+
+
+#: Hops to the fork thread timed, and Forkers started and closed.
+FORK_HOPS = 2000
+FORKER_LIFETIMES = 200
+
+
+def _fork_hops(forker: sandbox.Forker, count: int) -> list[float]:
+    """Microseconds of ``forker.run`` of a no-op, from this thread."""
+    took: list[float] = []
+    for _ in range(count):
+        start = time.perf_counter_ns()
+        forker.run(lambda: None)
+        took.append((time.perf_counter_ns() - start) / 1000)
+    return took
+
+
+def _forker_lifetimes(count: int) -> list[float]:
+    """Microseconds of a Forker's start and close (a thread, a sentinel, a join)."""
+    took: list[float] = []
+    for _ in range(count):
+        start = time.perf_counter_ns()
+        sandbox.Forker().start().close()
+        took.append((time.perf_counter_ns() - start) / 1000)
+    return took
 
 
 def _percentiles(samples: list[float]) -> dict[str, float]:
@@ -362,10 +390,13 @@ def main() -> int:
 
     sandboxed: list[float] = []
     layers: dict[str, list[float]] = {}
-    with tempfile.TemporaryDirectory(prefix="naga-bench-sandbox-") as work:
+    with (
+        tempfile.TemporaryDirectory(prefix="naga-bench-sandbox-") as work,
+        sandbox.Forker() as forker,
+    ):
         profile = _profile(args.profile, work, os.path.join(work, "core.sock"))
         for _ in range(args.starts):
-            child = sandbox.launch(profile, NOOP_TARGET, kernel=kernel)
+            child = sandbox.launch(profile, NOOP_TARGET, forker=forker, kernel=kernel)
             sandboxed.append(child.ready_seconds * 1000)
             for layer, ns in child.timings:
                 layers.setdefault(layer.value, []).append(ns / 1000)
@@ -374,6 +405,8 @@ def main() -> int:
                 print(f"bench: sandboxed child ended badly: {end}", file=sys.stderr)
                 return 1
         unsandboxed = [_unsandboxed_start() for _ in range(args.starts)]
+        hops = _fork_hops(forker, FORK_HOPS)
+    lifetimes = _forker_lifetimes(FORKER_LIFETIMES)
 
     result = {
         "profile": args.profile,
@@ -386,6 +419,8 @@ def main() -> int:
         "sandboxed_start_ms": _percentiles(sandboxed),
         "unsandboxed_start_ms": _percentiles(unsandboxed),
         "overhead_ms_p50": round(statistics.median(sandboxed) - statistics.median(unsandboxed), 2),
+        "fork_hop_us": _percentiles(hops),
+        "forker_start_close_us_p50": round(statistics.median(lifetimes), 1),
         "layer_us_p50": {name: round(statistics.median(v), 1) for name, v in layers.items()},
         "detect_ms_p50": round(statistics.median(detect_ms), 2),
     }

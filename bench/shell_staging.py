@@ -80,7 +80,10 @@ def measure(files: int, mib: int, runs: int) -> dict[str, object]:
 
     report = sandbox.detect()
     out: dict[str, object] = {"workspace_files": files, "workspace_mib": mib}
-    with tempfile.TemporaryDirectory(prefix="naga-bench-staging-") as root:
+    with (
+        tempfile.TemporaryDirectory(prefix="naga-bench-staging-") as root,
+        sandbox.Forker() as forker,
+    ):
         scratch = os.path.join(root, "probe")
         os.makedirs(scratch)
         started = time.perf_counter()
@@ -90,7 +93,9 @@ def measure(files: int, mib: int, runs: int) -> dict[str, object]:
         empty = os.path.join(root, "empty")
         os.makedirs(os.path.join(empty, "d0"))
         if why is None:
-            runner = ShellRunner(os.path.join(root, "stage-empty"), report, overlay=True)
+            runner = ShellRunner(
+                os.path.join(root, "stage-empty"), report, forker=forker, overlay=True
+            )
             out["sandbox_only_ms"] = _ms(
                 statistics.median(_run(runner, empty, _ONE)[0] for _ in range(runs))
             )
@@ -103,7 +108,7 @@ def measure(files: int, mib: int, runs: int) -> dict[str, object]:
                 out[name] = {"unavailable": why}
                 continue
             stage = os.path.join(root, f"stage-{name}")
-            runner = ShellRunner(stage, report, overlay=overlay)
+            runner = ShellRunner(stage, report, forker=forker, overlay=overlay)
             ones = [_run(runner, live, _ONE) for _ in range(runs)]
             stage_bytes = _disk(stage)
             thousand, staged = _run(runner, live, _THOUSAND)

@@ -91,7 +91,10 @@ def capture_and_rollback(files: int) -> dict[str, object]:
     from naga_core.workspace import Node, ShellRunner
 
     out: dict[str, object] = {}
-    with tempfile.TemporaryDirectory(prefix="naga-bench-capture-") as root:
+    with (
+        tempfile.TemporaryDirectory(prefix="naga-bench-capture-") as root,
+        sandbox.Forker() as forker,
+    ):
         ledger, kernel, workspace = _kernel(os.path.join(root, "home"))
         live = workspace.root
         # One file, captured and journaled, 50 times (distinct contents).
@@ -112,7 +115,7 @@ def capture_and_rollback(files: int) -> dict[str, object]:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "w") as f:
                 f.write(f"file {i}\n")
-        runner = ShellRunner(os.path.join(root, "stage"), sandbox.detect())
+        runner = ShellRunner(os.path.join(root, "stage"), sandbox.detect(), forker=forker)
         started = time.perf_counter()
         outcome = runner.run(
             live,

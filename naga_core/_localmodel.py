@@ -5,8 +5,9 @@ core starts llama-cpp-python's server with the small instruct model from the
 cache (:mod:`naga_core._localmodel_assets`) and talks to it exactly as to
 any OpenAI-compatible provider: ``base_url`` + ``model``, no key. Usage::
 
-    async with local_model(LocalModelSettings.from_cache()) as endpoint:
-        ...  # POST f"{endpoint.base_url}/chat/completions", model=endpoint.model
+    with sandbox.Forker() as forker:  # the caller's: it forks the server
+        async with local_model(LocalModelSettings.from_cache(), forker) as endpoint:
+            ...  # POST f"{endpoint.base_url}/chat/completions", model=endpoint.model
 
 A supervisor runs :func:`serve_local_model` in its nursery instead
 (``await nursery.start(...)``), which also surfaces a server crash. Leaving
@@ -274,6 +275,7 @@ def server_cgroup(
 
 def _launch(
     settings: LocalModelSettings,
+    forker: sandbox.Forker,
     *,
     work_dir: Path,
     listener: socket.socket,
@@ -291,6 +293,7 @@ def _launch(
             settings.profile(work_dir),
             settings.server_target,
             [*args, *settings.server_args()],
+            forker=forker,
             pass_fds=[lifeline, listener.fileno()],
             env=_SERVER_ENV,
             stdout=log,
@@ -333,11 +336,13 @@ def _returncode(end: sandbox.Exit) -> int:
 
 async def serve_local_model(
     settings: LocalModelSettings,
+    forker: sandbox.Forker,
     *,
     task_status: trio.TaskStatus[LocalModelEndpoint] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run the server until cancelled; ``task_status.started(endpoint)`` once it
-    answers. For a supervisor: ``endpoint = await nursery.start(serve_local_model, s)``.
+    answers. For a supervisor: ``endpoint = await nursery.start(serve_local_model, s, forker)``;
+    ``forker`` (the supervisor's :class:`sandbox.Forker`) forks the server.
 
     Raises :class:`LocalModelExited` if the server exits by itself, before
     or after it was ready, so the supervising nursery learns of a crash;
@@ -362,6 +367,7 @@ async def serve_local_model(
                 launch: Callable[[], sandbox.Sandboxed] = partial(
                     _launch,
                     settings,
+                    forker,
                     work_dir=work_dir,
                     listener=listener,
                     lifeline=lifeline_r,
@@ -427,8 +433,11 @@ async def _run(
 
 
 @asynccontextmanager
-async def local_model(settings: LocalModelSettings) -> AsyncGenerator[LocalModelEndpoint]:
+async def local_model(
+    settings: LocalModelSettings, forker: sandbox.Forker
+) -> AsyncGenerator[LocalModelEndpoint]:
     """Run the server for the duration of the block; yield where it answers.
+    ``forker`` forks it, and is to be closed only after the block.
 
     A failed start raises the :class:`LocalModelError` itself. If the server
     dies while the block runs, the block is cancelled and the error arrives
@@ -437,7 +446,7 @@ async def local_model(settings: LocalModelSettings) -> AsyncGenerator[LocalModel
     failure: LocalModelError | None = None
     async with trio.open_nursery() as nursery:
         try:
-            endpoint: LocalModelEndpoint = await nursery.start(serve_local_model, settings)
+            endpoint: LocalModelEndpoint = await nursery.start(serve_local_model, settings, forker)
         except LocalModelError as e:
             failure = e
         else:

@@ -3,8 +3,9 @@
 The gateway, every agent executor, every plugin and the embedded model
 server run as separate processes under rlimits, no_new_privs, namespaces,
 Landlock and a default-deny seccomp filter. :class:`Profile` says what one kind of process may do;
-:func:`launch` starts a target under it; :func:`detect` reports what this
-kernel offers. Design and threat model: docs/design/sandbox.md.
+:func:`launch` starts a target under it, forked by the caller's
+:class:`Forker`; :func:`detect` reports what this kernel offers. Design
+and threat model: docs/design/sandbox.md.
 
 This package never imports ``naga_core``: the sandboxed side imports it too.
 """
@@ -20,6 +21,7 @@ from sandbox._cgroup import (
 )
 from sandbox._detect import KernelReport, detect
 from sandbox._exit import Exit, ExitKind
+from sandbox._fork import Forker
 from sandbox._launcher import Sandboxed, launch
 from sandbox._overlay import OPAQUE_XATTR, Overlay
 from sandbox._overlay import probe as probe_overlay
@@ -40,6 +42,7 @@ from sandbox._profile import (
 )
 from sandbox._wire import Layer
 from sandbox.errors import (
+    ForkerUnavailable,
     LaunchFailed,
     LayerUnavailable,
     ProfileInvalid,
@@ -62,6 +65,8 @@ __all__ = [
     "Egress",
     "Exit",
     "ExitKind",
+    "Forker",
+    "ForkerUnavailable",
     "KernelReport",
     "Kind",
     "LaunchFailed",

@@ -26,7 +26,7 @@ from sandbox import _hosts, _wire
 from sandbox._cgroup import Cgroup
 from sandbox._detect import KernelReport, detect
 from sandbox._exit import Exit, ExitKind, describe_status
-from sandbox._fork import in_fork_thread
+from sandbox._fork import Forker
 from sandbox._plan import Degradation, plan
 from sandbox._profile import (
     CORE_SOCKET_ENV,
@@ -126,6 +126,7 @@ def launch(
     target: str,
     args: Sequence[str] = (),
     *,
+    forker: Forker,
     work_dir: str | os.PathLike[str] | None = None,
     pass_fds: Sequence[int] = (),
     env: Mapping[str, str] | None = None,
@@ -141,6 +142,8 @@ def launch(
     list of strings) in a child sandboxed by ``profile``; return once it is
     ready, its layers all in place.
 
+    ``forker`` (:class:`Forker`, its owner's) forks the child: the child
+    dies when the Forker's thread ends (its owner closed it or died).
     ``work_dir`` is the one writable directory (or the profile's own).
     ``pass_fds`` are inherited by the child at the same numbers; every other
     descriptor is closed. ``env`` adds variables the profile allows (the
@@ -155,7 +158,8 @@ def launch(
     the child before the child reads its spec, so nothing of it runs
     outside; the child's handle removes it once the child is reaped.
 
-    Raises :class:`ProfileInvalid` for bad arguments, ``LayerUnavailable``
+    Raises :class:`ProfileInvalid` for bad arguments, ``ForkerUnavailable``
+    when ``forker`` cannot fork (closed, or its owner's in a forked copy), ``LayerUnavailable``
     when the kernel cannot enforce the profile (unless it allows degraded
     mode), :class:`LaunchFailed` when the child does not become ready.
     """
@@ -198,9 +202,9 @@ def launch(
             str(os.getpid()),
             *child_sys_path(profile),
         ]
-        # Forked by the one thread that lives as long as this process: the
-        # child's parent-death signal follows the forking thread (_fork).
-        popen = in_fork_thread(
+        # Forked by the owner's long-lived thread, not this one: the child's
+        # parent-death signal follows the forking thread (_fork).
+        popen = forker.run(
             lambda: subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
@@ -213,10 +217,12 @@ def launch(
                 start_new_session=True,
             )
         )
-    except OSError as e:
+    except BaseException as e:  # an unusable Forker too: no descriptor is left open
         for fd in (spec_r, spec_w, report_r, report_w):
             os.close(fd)
-        raise LaunchFailed(f"cannot start the interpreter: {e}", errno=e.errno or 0) from e
+        if isinstance(e, OSError):
+            raise LaunchFailed(f"cannot start the interpreter: {e}", errno=e.errno or 0) from e
+        raise
     os.close(spec_r)
     os.close(report_w)
     handle = Sandboxed(popen, profile, degraded, cgroup)

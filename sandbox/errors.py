@@ -61,3 +61,8 @@ class LaunchFailed(SandboxError):
 
 class ProtocolError(SandboxError):
     """The launcher and its child disagreed on the handshake bytes."""
+
+
+class ForkerUnavailable(SandboxError, RuntimeError):
+    """A launch through a :class:`sandbox.Forker` that cannot fork: not
+    started, closed, or inherited by a forked copy of its owner's process."""

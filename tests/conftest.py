@@ -17,11 +17,14 @@ another.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from hypothesis import settings
 from xdist.scheduler import LoadFileScheduling  # pyright: ignore[reportMissingTypeStubs]
+
+import sandbox
 
 #: Examples per hypothesis test in the fast tier.
 FAST_EXAMPLES = 10
@@ -146,3 +149,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
         else:
             _cap(item)
+
+
+@pytest.fixture
+def forker() -> Iterator[sandbox.Forker]:
+    """The test's own fork thread for the children it launches, as a
+    composition root owns one (ADR 0062); closed after the test, so a child
+    the test left running dies with it."""
+    with sandbox.Forker() as owned:
+        yield owned

@@ -142,8 +142,11 @@ class ToolCalls:
         plugins: PluginHost,
         workspace: Workspace,
         approvals: Approvals,
+        forker: sandbox.Forker,
     ) -> None:
         self._core = core
+        #: The core's: it forks every shell command.
+        self._forker = forker
         self._plugins = plugins
         self.workspace = workspace
         self.approvals = approvals
@@ -241,7 +244,7 @@ class ToolCalls:
         if self._shell is None:
             report = await trio.to_thread.run_sync(sandbox.detect)
             stage = os.path.join(self._core.home.root, "work", "shell-stage")
-            self._shell = ShellRunner(stage, report)
+            self._shell = ShellRunner(stage, report, forker=self._forker)
         shell = self._shell
         async with self._writes:
             root = self.workspace.root

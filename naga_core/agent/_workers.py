@@ -101,6 +101,7 @@ class AgentWorkers:
         self._tuning = tuning
         self._core: Core | None = None
         self._report: sandbox.KernelReport | None = None
+        self._forker: sandbox.Forker | None = None
         self._executor = Installed(
             Manifest.load(os.path.join(EXECUTOR_DIR, "plugin.toml")), EXECUTOR_DIR, shipped=True
         )
@@ -143,13 +144,16 @@ class AgentWorkers:
     async def serve(
         self,
         core: Core,
+        forker: sandbox.Forker,
         report: sandbox.KernelReport | None = None,
         *,
         task_status: trio.TaskStatus[AgentWorkers],
     ) -> None:
         """Run the workers until cancelled; started once they are launching.
-        ``report``: what the kernel offers the sandbox (asked here if None)."""
+        ``forker`` (the core's) forks every worker and the local model
+        server; ``report``: what the kernel offers the sandbox (asked here if None)."""
         self._core = core
+        self._forker = forker
         self._report = report or await trio.to_thread.run_sync(sandbox.detect)
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
@@ -212,6 +216,10 @@ class AgentWorkers:
         assert self._core is not None, "serve() binds the core first"
         return self._core
 
+    def _forked_by(self) -> sandbox.Forker:
+        assert self._forker is not None, "serve() is given the core's Forker first"
+        return self._forker
+
     # --- launching (in a thread) ----------------------------------------------------------
 
     def _spawn_executor(self, plugin: Installed, fd: int, output: int) -> sandbox.Sandboxed:
@@ -253,6 +261,7 @@ class AgentWorkers:
     ) -> sandbox.Sandboxed:
         """Launch one worker in a cgroup of its own where there are cgroups."""
         t = self._tuning
+        forker = self._forked_by()
         cgroup = worker_cgroup(self._report, t, label, t.memory_bytes, nice=profile.nice)
         return launch_in(
             cgroup,
@@ -260,6 +269,7 @@ class AgentWorkers:
                 profile,
                 plugin.manifest.entry,
                 [str(fd), plugin.manifest_path],
+                forker=forker,
                 pass_fds=[fd],
                 env={},
                 import_paths=[],
@@ -450,7 +460,7 @@ class AgentWorkers:
         try:
             # Cancelled when model.provider moves away from the embedded model.
             with trio.CancelScope() as self._local_scope:
-                await serve_local_model(settings, task_status=task_status)
+                await serve_local_model(settings, self._forked_by(), task_status=task_status)
         except LocalModelError as exc:
             if self._local_worker is None:  # before it was ready: the starter reports it
                 raise

@@ -132,11 +132,13 @@ class GatewayProcess:
         authority: Callable[[], TokenAuthority | None],
         minted: Callable[[Token, str], Awaitable[None]],
         options: GatewayOptions,
+        forker: sandbox.Forker,
         port_setting: Callable[[], int] = lambda: WEBCHAT_PORT,
         settings_changed: Callable[[], Awaitable[None]] | None = None,
         report: sandbox.KernelReport | None = None,
     ) -> None:
-        """``port_setting`` reads ``gateway.port``; ``settings_changed``
+        """``forker`` (the core's) forks each gateway launch;
+        ``port_setting`` reads ``gateway.port``; ``settings_changed``
         returns after the next durable change of the core's state (None:
         the port is not followed while the gateway runs)."""
         self._home = home
@@ -144,6 +146,7 @@ class GatewayProcess:
         self._authority = authority
         self._minted = minted
         self._options = options
+        self._forker = forker
         self._port_setting = port_setting
         self._settings_changed = settings_changed
         self.pid = 0
@@ -380,6 +383,7 @@ class GatewayProcess:
                         "--lifeline-fd",
                         str(self._lifeline),
                     ],
+                    forker=self._forker,
                     work_dir=work,
                     pass_fds=[self._lifeline, listener.fileno()],
                     kernel=self._kernel,

@@ -171,6 +171,10 @@ async def serve_core(
     rundir.prepare()
     notifier = config.notifier
     with rundir.locked(), contextlib.ExitStack() as stack:
+        # Forks every sandboxed child of this core. Closed by the stack,
+        # after _serve's nursery has reaped them all: its thread's end would
+        # SIGKILL any still running (PR_SET_PDEATHSIG; ADR 0062).
+        forker = stack.enter_context(sandbox.Forker())
         credential = OwnerCredential.create(rundir.token_path)
         key = load_token_key(config.home, create=True)
         if notifier is not None:
@@ -234,7 +238,7 @@ async def serve_core(
         # A worker's tokens are revoked when it ends: its open streams end too.
         plugins.on_revoked(authorizer.revocations.bump)
         workspace.read_setting(lambda: core.settings.get_text("workspace.path"))
-        tools = ToolCalls(core, plugins, workspace, Approvals(core, config.clock))
+        tools = ToolCalls(core, plugins, workspace, Approvals(core, config.clock), forker)
         snapshots = StartSnapshots(
             ledger,
             kernel,
@@ -253,7 +257,15 @@ async def serve_core(
             guard=guard,
         )
         await _serve(
-            core, rundir, authorizer, config, task_status, plugins=plugins, tools=tools, start=start
+            core,
+            rundir,
+            authorizer,
+            config,
+            task_status,
+            plugins=plugins,
+            tools=tools,
+            start=start,
+            forker=forker,
         )
         if core.failure is None:
             _catch_up_projection(config.home, ledger)
@@ -359,6 +371,7 @@ async def _serve(
     plugins: PluginHost,
     tools: ToolCalls,
     start: _Start,
+    forker: sandbox.Forker,
 ) -> None:
     # Asked once for every sandboxed child of this core (each probe starts
     # interpreters), before anything launches.
@@ -394,6 +407,7 @@ async def _serve(
             authority=lambda: core.authority,
             minted=core.minted,
             options=config.gateway,
+            forker=forker,
             port_setting=lambda: core.settings.get_int("gateway.port"),
             settings_changed=lambda: _next_append(core),
             report=report,
@@ -409,6 +423,7 @@ async def _serve(
         proxies,
         tuning=config.plugins.tuning,
         report=report,
+        forker=forker,
         config=config.wechat,
     )
     runner = AgentRunner(agent, deliver=wechat.deliver_job)
@@ -474,12 +489,16 @@ async def _serve(
             # they stop after the socket closes (this nursery is cancelled
             # last). The executors and the provider warm up from here; a turn
             # that arrives before one is ready waits for it.
-            await nursery.start(liveness.watched, "the plugins", plugins.serve, core, report)
+            await nursery.start(
+                liveness.watched, "the plugins", plugins.serve, core, forker, report
+            )
             if config.default_tools:
                 # Before readiness: from the first start, the plugin list
                 # and the console say what a turn is offered.
                 await enable_shipped_tools(core, plugins)
-            await nursery.start(liveness.watched, "the executors", workers.serve, core, report)
+            await nursery.start(
+                liveness.watched, "the executors", workers.serve, core, forker, report
+            )
             # Once the provider can be started; an archive served before this
             # queued its session already. Cancelled with the nursery at the
             # stop: a call in flight records nothing, and is due again.

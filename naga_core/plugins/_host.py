@@ -199,6 +199,7 @@ class PluginHost:
         self._nursery: trio.Nursery | None = None
         self._tokens: PluginTokens | None = None
         self._kernel_report: sandbox.KernelReport | None = None
+        self._forker: sandbox.Forker | None = None
         self._workers: dict[str, Worker] = {}
         self._retiring: set[Worker] = set()
         self._failures: dict[str, str] = {}
@@ -231,14 +232,17 @@ class PluginHost:
     async def serve(
         self,
         core: Core,
+        forker: sandbox.Forker,
         report: sandbox.KernelReport | None = None,
         *,
         task_status: trio.TaskStatus[PluginHost],
     ) -> None:
         """Own every worker until cancelled; ready once the plugins the
-        ledger says ran are starting again. ``report`` is what the kernel
-        offers the sandbox, if the caller asked already (else asked here)."""
+        ledger says ran are starting again. ``forker`` (the core's) forks
+        every plugin; ``report`` is what the kernel offers the sandbox, if
+        the caller asked already (else asked here)."""
         self._core = core
+        self._forker = forker
         self.rescan()  # the kernel is open: only installed home plugins run
         # A home from before data was keyed by install: each installed name
         # keeps its old work/plugins/<name> (once), under its own registration.
@@ -367,10 +371,13 @@ class PluginHost:
         cgroup: sandbox.Cgroup | None,
     ) -> sandbox.Sandboxed:
         m = plugin.manifest
+        if self._forker is None:
+            raise PluginUnavailable("the plugin host is not serving")
         return sandbox.launch(
             profile,
             m.entry,
             [str(fd), plugin.manifest_path],
+            forker=self._forker,
             pass_fds=[fd],
             env={sandbox.TOKEN_ENV: base64.b64encode(token).decode("ascii")},
             # A home plugin's folder becomes importable only under every

@@ -150,6 +150,7 @@ class ChannelBase:
         *,
         tuning: WorkerTuning,
         report: sandbox.KernelReport,
+        forker: sandbox.Forker,
         config: ChannelConfig | None = None,
     ) -> None:
         self._core = core
@@ -158,6 +159,8 @@ class ChannelBase:
         self._proxies = proxies
         self._tuning = tuning
         self._report = report
+        #: The core's: it forks the WeChat worker.
+        self._forker = forker
         self.config = config or ChannelConfig()
         self._creds = Credentials(home_root)
         self.live: dict[str, Live] = {}

@@ -77,6 +77,7 @@ class WechatChannel(Receiving):
             installed,
             tuning=self._tuning,
             report=self._report,
+            forker=self._forker,
             egress_socket=path,
             note=self._note,
             give_up=self._gave_up,

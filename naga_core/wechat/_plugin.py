@@ -128,12 +128,14 @@ class WechatPlugin:
         *,
         tuning: WorkerTuning,
         report: sandbox.KernelReport,
+        forker: sandbox.Forker,
         egress_socket: str,
         note: Callable[[str], Awaitable[None]],
         give_up: Callable[[Worker, str], Awaitable[None]],
     ) -> None:
         self._home_root = home_root
         self._report = report
+        self._forker = forker
         self._tuning = tuning
         self._socket = egress_socket
         self.worker = Worker(
@@ -157,6 +159,7 @@ class WechatPlugin:
             profile,
             plugin.manifest.entry,
             [str(fd), plugin.manifest_path],
+            forker=self._forker,
             pass_fds=[fd],
             env={},
             import_paths=[],

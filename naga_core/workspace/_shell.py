@@ -77,7 +77,8 @@ class _Reader(threading.Thread):
 
 class ShellRunner:
     """Runs commands for one home: ``stage_dir`` is the staging place
-    (outside the workspace), ``kernel`` a sandbox.detect report to reuse;
+    (outside the workspace), ``kernel`` a sandbox.detect report to reuse,
+    ``forker`` the owner's :class:`sandbox.Forker` (it forks every command);
     ``overlay``: whether to stage in an overlay (None: if this kernel mounts
     one, probed at the first command; False: always a staged copy)."""
 
@@ -86,10 +87,12 @@ class ShellRunner:
         stage_dir: str,
         kernel: sandbox.KernelReport | None = None,
         *,
+        forker: sandbox.Forker,
         overlay: bool | None = None,
     ) -> None:
         self.stage_dir = stage_dir
         self._kernel = kernel
+        self._forker = forker
         self._overlay = overlay
         #: Why the last command ran over a staged copy (None: an overlay, or not asked).
         self.copy_because: str | None = None
@@ -166,6 +169,7 @@ class ShellRunner:
                 profile,
                 EXEC_TARGET,
                 argv,
+                forker=self._forker,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 kernel=self._kernel,

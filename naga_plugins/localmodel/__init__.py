@@ -10,9 +10,9 @@ profile (``sandbox.Profile.model_server``) with the argument list
   SIGTERM to itself, SIGKILL after ``GRACE_S`` seconds. Not a pidfd, which
   the seccomp filter does not allow. Every sandboxed child also asks the
   kernel for SIGKILL when its launcher dies (``PR_SET_PDEATHSIG``, which
-  follows the forking *thread*: ``sandbox._fork`` forks from one thread
-  that lives as long as the core), so a core killed outright takes its
-  server with it at once; the pipe is the graceful stop.
+  follows the forking *thread*: the core's ``sandbox.Forker`` forks from
+  one thread that lives as long as the core serves), so a core killed
+  outright takes its server with it at once; the pipe is the graceful stop.
 * ``LISTEN_FD``: a TCP socket the core bound on loopback and put in listen
   mode. The server accepts on it and has no network of its own: it runs in
   a private network namespace and may not create a TCP socket at all.

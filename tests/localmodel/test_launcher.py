@@ -62,9 +62,11 @@ def _gone(pidfd: int, timeout_s: float) -> bool:
     return bool(readable)
 
 
-def test_ready_when_the_model_is_listed_sandboxed_and_stopped_on_exit(tmp_path: Path) -> None:
+def test_ready_when_the_model_is_listed_sandboxed_and_stopped_on_exit(
+    tmp_path: Path, forker: sandbox.Forker
+) -> None:
     async def main() -> tuple[LocalModelEndpoint, int, dict[str, object], dict[str, str]]:
-        async with local_model(_settings(tmp_path, "answer")) as endpoint:
+        async with local_model(_settings(tmp_path, "answer"), forker) as endpoint:
             pidfd = os.pidfd_open(endpoint.pid)
             status = proc_status(endpoint.pid)
             namespaces = _namespaces(endpoint.pid)
@@ -92,11 +94,13 @@ def test_ready_when_the_model_is_listed_sandboxed_and_stopped_on_exit(tmp_path: 
         os.close(pidfd)
 
 
-def test_a_server_that_never_answers_times_out_with_its_log(tmp_path: Path) -> None:
+def test_a_server_that_never_answers_times_out_with_its_log(
+    tmp_path: Path, forker: sandbox.Forker
+) -> None:
     settings = _settings(tmp_path, "silent", ready_timeout_s=1.0)
     started = time.monotonic()
     with pytest.raises(LocalModelNotReady) as caught:
-        trio.run(_enter, settings)
+        trio.run(_enter, settings, forker)
     elapsed = time.monotonic() - started
     assert elapsed < 10, "the deadline held although the server accepted connections"
     assert "did not answer GET http://127.0.0.1:" in str(caught.value)
@@ -104,20 +108,24 @@ def test_a_server_that_never_answers_times_out_with_its_log(tmp_path: Path) -> N
     assert "standin silent on" in str(caught.value), "the log tail is in the error"
 
 
-def test_a_server_that_exits_reports_its_status_and_log(tmp_path: Path) -> None:
+def test_a_server_that_exits_reports_its_status_and_log(
+    tmp_path: Path, forker: sandbox.Forker
+) -> None:
     with pytest.raises(LocalModelExited) as caught:
-        trio.run(_enter, _settings(tmp_path, "exit_"))
+        trio.run(_enter, _settings(tmp_path, "exit_"), forker)
     assert caught.value.returncode == 3
     assert "exited with code 3" in str(caught.value)
     assert "cannot load the model (on purpose)" in str(caught.value)
 
 
-def test_a_crash_while_serving_reaches_the_supervisor(tmp_path: Path) -> None:
+def test_a_crash_while_serving_reaches_the_supervisor(
+    tmp_path: Path, forker: sandbox.Forker
+) -> None:
     settings = _settings(tmp_path, "answer")
 
     async def supervisor() -> None:
         async with trio.open_nursery() as nursery:
-            endpoint: LocalModelEndpoint = await nursery.start(serve_local_model, settings)
+            endpoint: LocalModelEndpoint = await nursery.start(serve_local_model, settings, forker)
             os.kill(endpoint.pid, signal.SIGKILL)
             with trio.fail_after(30):  # a missed crash fails instead of hanging
                 await trio.sleep_forever()  # the crash cancels this
@@ -128,9 +136,13 @@ def test_a_crash_while_serving_reaches_the_supervisor(tmp_path: Path) -> None:
         trio.run(supervisor)
 
 
-def test_a_server_ignoring_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
+def test_a_server_ignoring_sigterm_is_killed_after_the_grace(
+    tmp_path: Path, forker: sandbox.Forker
+) -> None:
     async def main() -> int:
-        async with local_model(_settings(tmp_path, "stubborn", stop_grace_s=0.3)) as endpoint:
+        async with local_model(
+            _settings(tmp_path, "stubborn", stop_grace_s=0.3), forker
+        ) as endpoint:
             return os.pidfd_open(endpoint.pid)
 
     pidfd = trio.run(main)
@@ -146,14 +158,16 @@ def test_the_server_dies_with_its_parent(tmp_path: Path) -> None:
     script = (
         "import trio\n"
         "from pathlib import Path\n"
+        "import sandbox\n"
         "from naga_core._localmodel import LocalModelSettings, local_model\n"
-        "async def main():\n"
+        "async def main(forker):\n"
         f"    s = LocalModelSettings(model_path=Path({str(settings.model_path)!r}),\n"
         f"        model_name='fake-model', server_target={STANDIN + ':answer'!r})\n"
-        "    async with local_model(s) as endpoint:\n"
+        "    async with local_model(s, forker) as endpoint:\n"
         "        print(endpoint.pid, flush=True)\n"
         "        await trio.sleep_forever()\n"
-        "trio.run(main)\n"
+        "with sandbox.Forker() as forker:\n"
+        "    trio.run(main, forker)\n"
     )
     parent = subprocess.Popen(
         [sys.executable, "-c", script],
@@ -173,7 +187,9 @@ def test_the_server_dies_with_its_parent(tmp_path: Path) -> None:
         os.close(pidfd)
 
 
-def test_the_server_outlives_the_thread_that_launched_it(tmp_path: Path) -> None:
+def test_the_server_outlives_the_thread_that_launched_it(
+    tmp_path: Path, forker: sandbox.Forker
+) -> None:
     # trio launches from worker threads that retire when idle; a child tied
     # to its parent *thread* (PR_SET_PDEATHSIG) died with it.
     settings = _settings(tmp_path, "answer")
@@ -188,6 +204,7 @@ def test_the_server_outlives_the_thread_that_launched_it(tmp_path: Path) -> None
         launched.append(
             _localmodel._launch(  # pyright: ignore[reportPrivateUsage]
                 settings,
+                forker,
                 work_dir=work_dir,
                 listener=listener,
                 lifeline=lifeline_r,
@@ -211,36 +228,40 @@ def test_the_server_outlives_the_thread_that_launched_it(tmp_path: Path) -> None
         log.close()
 
 
-def test_a_missing_model_says_to_run_make(tmp_path: Path) -> None:
+def test_a_missing_model_says_to_run_make(tmp_path: Path, forker: sandbox.Forker) -> None:
     settings = _settings(tmp_path, "answer", model_path=tmp_path / "absent.gguf")
     with pytest.raises(ModelMissing, match="run `make`"):
-        trio.run(_enter, settings)
+        trio.run(_enter, settings, forker)
 
 
-def test_a_missing_server_package_says_to_run_make(tmp_path: Path) -> None:
+def test_a_missing_server_package_says_to_run_make(tmp_path: Path, forker: sandbox.Forker) -> None:
     settings = _settings(tmp_path, "answer", server_target="naga_no_such_server:main")
     with pytest.raises(LocalModelError, match=r"needs naga_no_such_server, which is not installed"):
-        trio.run(_enter, settings)
+        trio.run(_enter, settings, forker)
 
 
-def test_a_target_that_cannot_be_imported_fails_at_its_sandbox_layer(tmp_path: Path) -> None:
+def test_a_target_that_cannot_be_imported_fails_at_its_sandbox_layer(
+    tmp_path: Path, forker: sandbox.Forker
+) -> None:
     settings = _settings(tmp_path, "answer", server_target="tests.localmodel._absent:main")
     with pytest.raises(LocalModelSandboxFailed) as caught:
-        trio.run(_enter, settings)
+        trio.run(_enter, settings, forker)
     message = str(caught.value)
     assert "at layer target" in message
     assert "ModuleNotFoundError" in message
     assert "run `make`" in message
 
 
-def test_a_kernel_without_landlock_is_refused_unless_degraded_is_allowed(tmp_path: Path) -> None:
+def test_a_kernel_without_landlock_is_refused_unless_degraded_is_allowed(
+    tmp_path: Path, forker: sandbox.Forker
+) -> None:
     weak = dataclasses.replace(sandbox.detect(), landlock_abi=0)
     with pytest.raises(LocalModelSandboxFailed, match=r"cannot be sandboxed.*landlock_fs"):
-        trio.run(_enter, _settings(tmp_path, "answer", kernel=weak))
+        trio.run(_enter, _settings(tmp_path, "answer", kernel=weak), forker)
 
 
 def test_the_server_gets_a_scrubbed_environment(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forker: sandbox.Forker
 ) -> None:
     # llama-cpp-python reads settings such as API_KEY from its environment.
     monkeypatch.setenv("API_KEY", "from-the-owner-shell")
@@ -248,7 +269,7 @@ def test_the_server_gets_a_scrubbed_environment(
 
     async def main() -> dict[str, object]:
         async with (
-            local_model(_settings(tmp_path, "answer")) as endpoint,
+            local_model(_settings(tmp_path, "answer"), forker) as endpoint,
             httpx.AsyncClient(trust_env=False) as client,
         ):
             return (await client.get(f"{endpoint.base_url}/models")).json()
@@ -260,19 +281,21 @@ def test_the_server_gets_a_scrubbed_environment(
     assert "OMP_WAIT_POLICY" in env
 
 
-async def _enter(settings: LocalModelSettings) -> None:
-    async with local_model(settings):
+async def _enter(settings: LocalModelSettings, forker: sandbox.Forker) -> None:
+    async with local_model(settings, forker):
         pass
 
 
-def test_the_unprivileged_path_serves_the_inherited_socket_too(tmp_path: Path) -> None:
+def test_the_unprivileged_path_serves_the_inherited_socket_too(
+    tmp_path: Path, forker: sandbox.Forker
+) -> None:
     # Without root the child enters a user namespace with its network one;
     # the socket the core bound still belongs to the host's network.
     unprivileged = dataclasses.replace(sandbox.detect(), root=False)
 
     async def main() -> tuple[dict[str, object], dict[str, str]]:
         async with (
-            local_model(_settings(tmp_path, "answer", kernel=unprivileged)) as endpoint,
+            local_model(_settings(tmp_path, "answer", kernel=unprivileged), forker) as endpoint,
             httpx.AsyncClient(trust_env=False) as client,
         ):
             listed = (await client.get(f"{endpoint.base_url}/models")).json()
@@ -321,11 +344,13 @@ def _limits_of(pid: int) -> tuple[dict[str, str], dict[str, str]]:
 
 
 @pytest.mark.skipif(not _CGROUPS.usable, reason=_CGROUPS.line())
-def test_the_server_runs_in_a_cgroup_of_its_own_with_its_limits(tmp_path: Path) -> None:
+def test_the_server_runs_in_a_cgroup_of_its_own_with_its_limits(
+    tmp_path: Path, forker: sandbox.Forker
+) -> None:
     settings = _settings(tmp_path, "answer", n_threads=2, memory_limit_bytes=2 << 30)
 
     async def main() -> tuple[dict[str, str], dict[str, str]]:
-        async with local_model(settings) as endpoint:
+        async with local_model(settings, forker) as endpoint:
             return _limits_of(endpoint.pid)
 
     limits, dirs = trio.run(main)

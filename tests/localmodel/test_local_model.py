@@ -23,6 +23,7 @@ import httpx
 import pytest
 import trio
 
+import sandbox
 from naga_core._localmodel import (
     LocalModelEndpoint,
     LocalModelError,
@@ -72,10 +73,12 @@ def server(settings: LocalModelSettings) -> Iterator[LocalModelEndpoint]:
 
     async def serve() -> None:
         stop = trio.Event()
-        async with local_model(settings) as endpoint:
-            started.append((endpoint, trio.lowlevel.current_trio_token(), stop))
-            ready.set()
-            await stop.wait()
+        # Module-scoped, so its own Forker (the forker fixture is per test).
+        with sandbox.Forker() as forker:
+            async with local_model(settings, forker) as endpoint:
+                started.append((endpoint, trio.lowlevel.current_trio_token(), stop))
+                ready.set()
+                await stop.wait()
 
     def run() -> None:
         try:

@@ -103,10 +103,14 @@ class Outcome:
 class Range:
     """Runs one attack in a fresh sandboxed child under the plugin profile."""
 
-    def __init__(self, work: Path, read_only: Path, kernel: sandbox.KernelReport) -> None:
+    def __init__(
+        self, work: Path, read_only: Path, kernel: sandbox.KernelReport, forker: sandbox.Forker
+    ) -> None:
         self.work = work
         self.read_only = read_only
         self.kernel = kernel
+        #: The test's: it forks every child the range launches.
+        self.forker = forker
         self.ro_file = read_only / "data.txt"
         self.ro_file.write_bytes(b"read-only data\n")
 
@@ -135,6 +139,7 @@ class Range:
                 [str(w), attack, *params] if attack else [str(w), *params],
                 pass_fds=[w, *pass_fds],
                 kernel=kernel or self.kernel,
+                forker=self.forker,
             )
         finally:
             os.close(w)
@@ -161,12 +166,12 @@ class Range:
 
 
 @pytest.fixture
-def attacker(tmp_path: Path, kernel: sandbox.KernelReport) -> Range:
+def attacker(tmp_path: Path, kernel: sandbox.KernelReport, forker: sandbox.Forker) -> Range:
     work = tmp_path / "work"
     read_only = tmp_path / "ro"
     work.mkdir()
     read_only.mkdir()
-    return Range(work, read_only, kernel)
+    return Range(work, read_only, kernel, forker)
 
 
 class FileLayer:

@@ -43,6 +43,7 @@ def _run(
             kernel=kernel or attacker.kernel,
             env=env,
             stderr=subprocess.DEVNULL,
+            forker=attacker.forker,
         )
         os.close(w)
         w = -1
@@ -117,6 +118,7 @@ def test_gateway_serves_the_socket_it_is_handed(attacker: Range, core_socket: Pa
                 [str(w), str(listener.fileno())],
                 pass_fds=[w, listener.fileno()],
                 kernel=attacker.kernel,
+                forker=attacker.forker,
             ) as child:
                 os.close(w)
                 w = -1
@@ -179,7 +181,12 @@ def test_environment_is_scrubbed(attacker: Range, monkeypatch: pytest.MonkeyPatc
 
 def test_env_name_outside_the_profile_is_refused(attacker: Range) -> None:
     with pytest.raises(sandbox.ProfileInvalid, match="'AWS_SECRET' is not allowed"):
-        sandbox.launch(attacker.profile(), f"{WORKLOADS}:environment", env={"AWS_SECRET": "x"})
+        sandbox.launch(
+            attacker.profile(),
+            f"{WORKLOADS}:environment",
+            env={"AWS_SECRET": "x"},
+            forker=attacker.forker,
+        )
 
 
 def test_only_passed_descriptors_are_inherited(attacker: Range) -> None:
@@ -248,6 +255,7 @@ def test_an_oom_kill_in_its_cgroup_is_named(attacker: Range) -> None:
             kernel=attacker.kernel,
             stderr=subprocess.DEVNULL,
             cgroup=group,
+            forker=attacker.forker,
         )
         os.close(w)
         w = -1
@@ -286,26 +294,38 @@ def test_missing_target_module_fails_at_target_layer(attacker: Range) -> None:
     with pytest.raises(
         sandbox.LaunchFailed, match=r"No module named 'tests\.sandbox\.nope'"
     ) as info:
-        sandbox.launch(attacker.profile(), "tests.sandbox.nope:run", stderr=subprocess.DEVNULL)
+        sandbox.launch(
+            attacker.profile(),
+            "tests.sandbox.nope:run",
+            stderr=subprocess.DEVNULL,
+            forker=attacker.forker,
+        )
     assert info.value.layer == "target"
     assert info.value.exit == "exited with code 70"
 
 
 def test_missing_target_function_fails_at_target_layer(attacker: Range) -> None:
     with pytest.raises(sandbox.LaunchFailed, match="has no callable 'nope'") as info:
-        sandbox.launch(attacker.profile(), f"{WORKLOADS}:nope")
+        sandbox.launch(attacker.profile(), f"{WORKLOADS}:nope", forker=attacker.forker)
     assert info.value.layer == "target"
 
 
 def test_target_import_error_fails_at_target_layer(attacker: Range) -> None:
     with pytest.raises(sandbox.LaunchFailed, match="refuses to load") as info:
-        sandbox.launch(attacker.profile(), "tests.sandbox._fails_on_import:run")
+        sandbox.launch(
+            attacker.profile(), "tests.sandbox._fails_on_import:run", forker=attacker.forker
+        )
     assert info.value.layer == "target"
 
 
 def test_target_that_never_gets_ready_is_killed(attacker: Range) -> None:
     with pytest.raises(sandbox.LaunchFailed, match="not ready before the deadline") as info:
-        sandbox.launch(attacker.profile(), "tests.sandbox._hangs_on_import:run", ready_timeout=1)
+        sandbox.launch(
+            attacker.profile(),
+            "tests.sandbox._hangs_on_import:run",
+            ready_timeout=1,
+            forker=attacker.forker,
+        )
     assert info.value.exit == "killed (SIGKILL) by its supervisor"
 
 
@@ -314,7 +334,7 @@ def test_vanished_read_only_path_fails_the_launch(attacker: Range) -> None:
     attacker.ro_file.unlink()
     attacker.read_only.rmdir()
     with pytest.raises(sandbox.LaunchFailed, match="No such file or directory") as info:
-        sandbox.launch(profile, f"{WORKLOADS}:session")
+        sandbox.launch(profile, f"{WORKLOADS}:session", forker=attacker.forker)
     assert (info.value.layer, info.value.errno) == ("mount_namespace", errno.ENOENT)
     assert str(attacker.read_only) in info.value.detail
     # Without the view, Landlock is the layer that finds it missing.
@@ -324,6 +344,7 @@ def test_vanished_read_only_path_fails_the_launch(attacker: Range) -> None:
             dataclasses.replace(profile, allow_degraded=True),
             f"{WORKLOADS}:session",
             kernel=kernel,
+            forker=attacker.forker,
         )
     assert (info.value.layer, info.value.errno) == ("landlock_fs", errno.ENOENT)
 
@@ -332,16 +353,18 @@ def test_bad_launch_arguments(attacker: Range) -> None:
     profile = attacker.profile()
     for target in ("no_colon", "a.b:", ":f", "a b:c", "a.b:c.d", "../x:y"):
         with pytest.raises(sandbox.ProfileInvalid, match="target must look like"):
-            sandbox.launch(profile, target)
+            sandbox.launch(profile, target, forker=attacker.forker)
     with pytest.raises(sandbox.ProfileInvalid, match="args must be a sequence of strings"):
-        sandbox.launch(profile, f"{WORKLOADS}:session", "abc")
+        sandbox.launch(profile, f"{WORKLOADS}:session", "abc", forker=attacker.forker)
     with pytest.raises(sandbox.ProfileInvalid, match="pass_fds"):
-        sandbox.launch(profile, f"{WORKLOADS}:session", pass_fds=[2])
+        sandbox.launch(profile, f"{WORKLOADS}:session", pass_fds=[2], forker=attacker.forker)
     with pytest.raises(sandbox.ProfileInvalid, match="outside the profile's read-only paths"):
-        sandbox.launch(profile, f"{WORKLOADS}:session", import_paths=["/etc"])
+        sandbox.launch(
+            profile, f"{WORKLOADS}:session", import_paths=["/etc"], forker=attacker.forker
+        )
     executor = sandbox.Profile.executor("/run/core.sock")
     with pytest.raises(sandbox.ProfileInvalid, match="needs a work directory"):
-        sandbox.launch(executor, f"{WORKLOADS}:session")
+        sandbox.launch(executor, f"{WORKLOADS}:session", forker=attacker.forker)
 
 
 # --- kernels without a layer ---------------------------------------------------------
@@ -350,7 +373,9 @@ def test_bad_launch_arguments(attacker: Range) -> None:
 def test_missing_landlock_is_refused_unless_degraded_mode(attacker: Range) -> None:
     old_kernel = dataclasses.replace(attacker.kernel, landlock_abi=0, mount_namespaces=False)
     with pytest.raises(sandbox.LayerUnavailable, match="landlock_fs: no Landlock") as info:
-        sandbox.launch(attacker.profile(), f"{WORKLOADS}:session", kernel=old_kernel)
+        sandbox.launch(
+            attacker.profile(), f"{WORKLOADS}:session", kernel=old_kernel, forker=attacker.forker
+        )
     assert info.value.profile == "plugin"
     assert [layer for layer, _ in info.value.missing] == ["mount_namespace", "landlock_fs"]
     degraded = dataclasses.replace(attacker.profile(), allow_degraded=True)
@@ -362,6 +387,7 @@ def test_missing_landlock_is_refused_unless_degraded_mode(attacker: Range) -> No
             [str(w), "read_etc_passwd"],
             pass_fds=[w],
             kernel=old_kernel,
+            forker=attacker.forker,
         )
         os.close(w)
         w = -1
@@ -382,14 +408,16 @@ def test_missing_seccomp_is_refused_even_in_degraded_mode(attacker: Range) -> No
     kernel = dataclasses.replace(attacker.kernel, seccomp=False)
     profile = dataclasses.replace(attacker.profile(), allow_degraded=True)
     with pytest.raises(sandbox.LayerUnavailable, match="seccomp"):
-        sandbox.launch(profile, f"{WORKLOADS}:session", kernel=kernel)
+        sandbox.launch(profile, f"{WORKLOADS}:session", kernel=kernel, forker=attacker.forker)
 
 
 def test_without_tsync_a_threaded_target_is_refused(attacker: Range) -> None:
     kernel = dataclasses.replace(attacker.kernel, seccomp_tsync=False)
     profile = dataclasses.replace(attacker.profile(), allow_degraded=True)
     with pytest.raises(sandbox.LaunchFailed, match="cannot synchronise") as info:
-        sandbox.launch(profile, "tests.sandbox._early_thread:run", ["0"], kernel=kernel)
+        sandbox.launch(
+            profile, "tests.sandbox._early_thread:run", ["0"], kernel=kernel, forker=attacker.forker
+        )
     assert info.value.layer == "seccomp"
     # A single-threaded target still runs, with the gap recorded.
     line, end, child = _run(attacker, f"{WORKLOADS}:session", profile=profile, kernel=kernel)
@@ -410,6 +438,7 @@ def test_unprivileged_path_enters_a_user_namespace(attacker: Range) -> None:
             [str(w), "block", str(gate_r)],
             pass_fds=[w, gate_r],
             kernel=kernel,
+            forker=attacker.forker,
         )
         with child:
             assert sandbox.Layer.USER_NAMESPACE in [layer for layer, _ in child.timings]

@@ -107,7 +107,12 @@ def test_only_the_openmp_setting_passes_into_its_environment(
     attacker: Range, server_profile: sandbox.Profile
 ) -> None:
     with pytest.raises(sandbox.ProfileInvalid, match="'API_KEY' is not allowed"):
-        sandbox.launch(server_profile, "tests.sandbox._attacks:run", env={"API_KEY": "k"})
+        sandbox.launch(
+            server_profile,
+            "tests.sandbox._attacks:run",
+            forker=attacker.forker,
+            env={"API_KEY": "k"},
+        )
 
 
 # --- attacks -----------------------------------------------------------------------

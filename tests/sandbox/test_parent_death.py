@@ -26,7 +26,8 @@ _LAUNCHER = """
 import sys
 import sandbox
 profile = sandbox.Profile.plugin(work_dir=sys.argv[1], read_only=[sys.argv[2]])
-sandbox.launch(profile, "tests.sandbox._pid_then_hangs:run", ready_timeout=600)
+with sandbox.Forker() as forker:
+    sandbox.launch(profile, "tests.sandbox._pid_then_hangs:run", forker=forker, ready_timeout=600)
 """
 
 
@@ -79,6 +80,7 @@ def test_a_child_outlives_the_thread_that_launched_it(attacker: Range) -> None:
             [str(to_child), str(from_child)],
             pass_fds=[to_child, from_child],
             kernel=attacker.kernel,
+            forker=attacker.forker,
         )
 
     thread = threading.Thread(target=launch)

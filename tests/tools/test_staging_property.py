@@ -95,8 +95,9 @@ def _direct(root: str, command: str) -> str:
 
 
 def _staged(root: str, stage: str, blobs: BlobStore, command: str, *, overlay: bool) -> str:
-    runner = ShellRunner(stage, KERNEL, overlay=overlay)
-    outcome = runner.run(root, ["/bin/sh", "-c", command], 30.0)
+    with sandbox.Forker() as forker:  # per example: a hypothesis test takes no fixture
+        runner = ShellRunner(stage, KERNEL, forker=forker, overlay=overlay)
+        outcome = runner.run(root, ["/bin/sh", "-c", command], 30.0)
     assert outcome.exit_code == 0, outcome.output
     assert runner.copy_because is None if overlay else True, runner.copy_because
     captured = capture(root, blobs, outcome.staged)
