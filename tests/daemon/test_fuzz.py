@@ -83,6 +83,8 @@ def served() -> Iterator[tuple[InProcessCore, Call]]:
     home = root + "/home"
     try:
         with core_in_thread(home) as core:
+            with core.client() as c:  # records for the fuzz to sit on, whichever tests run
+                c.set_setting("agent.max_steps", 41)
             token = base64.b64encode(owner_credential(home)).decode()
             with grpc.insecure_channel("unix:" + core.info.socket) as channel:
                 yield core, (channel, (("authorization", "Naga " + token),))
@@ -123,7 +125,7 @@ def _assert_clean(code: grpc.StatusCode) -> None:
 
 def _verify_stopped(home: str) -> None:
     """The ledger (and the projection the core caught up at stop) verify."""
-    assert verify_home(home) > 0  # the fuzz did write (valid SetSettings, rollbacks)
+    assert verify_home(home) > 0  # the setup's write and the fuzz's (SetSettings, rollbacks)
 
 
 @pytest.mark.parametrize("method", UNARY)

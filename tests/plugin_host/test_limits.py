@@ -47,7 +47,10 @@ LIMITED = WorkerTuning(
     disk_bytes=32 * _MIB,
     disk_files=500,
     disk_check_s=0.1,
-    token_ttl_s=3.0,
+    # Renewed each half-life: a worker's token has at least 3 s left when
+    # the test reads it, which a box at load 20 still leaves ahead of the
+    # renewal's lag (at 3.0, the renewed token had expired by 0.3-0.6 s).
+    token_ttl_s=6.0,
 )
 
 
@@ -217,7 +220,7 @@ def test_tokens_expire_and_the_running_worker_gets_the_next(limited: Limited) ->
     first = Token.from_bytes(base64.b64decode(raw))
     with Client.connect(limited.home, first) as holder:
         holder.status()
-        # Past the first token's lifetime (3 s): it is refused ...
+        # Past the first token's lifetime: it is refused ...
         _invoke(limited, "wait", seconds=LIMITED.token_ttl_s + 0.5)
         with pytest.raises(sdk_errors.SdkError) as refused:
             holder.status()
