@@ -63,6 +63,25 @@ SNAPSHOTS_KEPT: Final = 3
 #: snapshot of any other is ignored and the start replays the ledger.
 STARTUP_IMAGE_FORMAT: Final = 4
 
+# --- the core's background rehash of sealed segments (ADR 0057, ADR 0061) ---------
+#: Bytes a second the rehash reads at most: a year of records (about 450 MB
+#: of sealed files) in 15 s, a few percent of a core.
+REHASH_BYTES_PER_S: Final = 32 << 20
+#: The nice value of the rehash's own thread: it runs on what turns leave.
+REHASH_NICE: Final = 19
+#: Seconds of rehashing between two progress lines in the core's log.
+REHASH_PROGRESS_S: Final = 10.0
+#: Seconds a running core waits at most before it looks again for sealed
+#: segments due for their rehash (a changed ledger.reverify_days is read then).
+REHASH_LOOK_MAX_S: Final = 86400.0
+#: Seconds a running core waits at least between two looks: a segment the
+#: core sealed is verified within the hour, and an unwritable verified list
+#: costs a rehash of the segments an hour, not one after another.
+REHASH_LOOK_MIN_S: Final = 3600.0
+#: The file naming the sealed segments verified and when (in ledger/); its
+#: damage only means "verify again".
+VERIFIED_FILE: Final = "sealed-verified.json"
+
 # --- timeouts -------------------------------------------------------------------
 #: How long a writer waits for the ledger lock held by another process.
 LEDGER_LOCK_TIMEOUT_S: Final = 0.0

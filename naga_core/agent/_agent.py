@@ -179,7 +179,8 @@ class Agent:
         # Spending a rollback brought back after a prune: its tokens again.
         await trio.to_thread.run_sync(fold.resolve, self.core.ledger)
         self.fold = fold
-        self.sessions.restore(fold.sessions.image(), through=fold.seq)
+        # Sharing the fold's reload lists, not a copy of them (ADR 0061).
+        self.sessions.adopt(fold.sessions)
         # The memory store and the skills' usage from the same fold (one
         # pass over the tail feeds them all: docs/adr/0036).
         await trio.to_thread.run_sync(self.memory.store.load, fold.memory.items())

@@ -141,7 +141,9 @@ class Detail:
 class Session:
     """A session's summary; ``detail`` while it is in memory, else None and
     ``reload`` lists the records a reload reads (8 bytes each: at most about
-    twice the key window plus the kept entries, 24 KB with the defaults)."""
+    twice the key window plus the kept entries, 24 KB with the defaults).
+    ``shared``: ``reload`` is also another index's (:meth:`Sessions.adopt`),
+    so it is copied before it changes."""
 
     name: str
     turns: int = 0
@@ -150,6 +152,7 @@ class Session:
     preview: str = ""
     detail: Detail | None = None
     reload: array[int] | None = None
+    shared: bool = False
 
     @property
     def entries(self) -> list[tpb.SessionEntry]:
@@ -286,6 +289,28 @@ class Sessions:
                 reload=reload,
             )
 
+    def adopt(self, other: Sessions) -> None:
+        """Take every session of ``other`` (the start-up fold's, already
+        checked by its restore or built by its replay) into an empty index,
+        summaries copied and reload lists shared, not copied: the fold goes
+        on following the ledger, and each index copies a shared list before
+        it changes it (one copy of them at start instead of two; issue 19,
+        ADR 0061)."""
+        if self._by_name:
+            raise ValueError("adopt into a sessions index that is not empty")
+        for s in other._by_name.values():
+            shared = s.detail is None and s.reload is not None
+            self._by_name[s.name] = Session(
+                s.name,
+                turns=s.turns,
+                last_seq=s.last_seq,
+                last_time_ns=s.last_time_ns,
+                preview=s.preview,
+                reload=s.reload if s.detail is None else s.detail.seqs(),
+                shared=shared,
+            )
+            s.shared = s.shared or shared
+
     def unloaded(self, name: str) -> array[int] | None:
         """The records to read back if ``name`` is known but not in memory."""
         found = self._by_name.get(name)
@@ -311,6 +336,8 @@ class Sessions:
         s = self._by_name[name]
         if s.detail is None:
             s.detail = detail
+            # Rebuilt from the detail when it is dropped again: not kept twice.
+            s.reload, s.shared = None, False
             if not s.preview:  # restored from a (sealed) snapshot, or after a forget
                 said = [e for e in detail.entries if e.role == tpb.HISTORY_ROLE_USER]
                 s.preview = said[-1].text[:_PREVIEW_CHARS] if said else ""
@@ -368,6 +395,8 @@ class Sessions:
             # Only at start (a live turn loads its session first): a reload
             # will read this record too; keep the list bounded.
             reload = s.reload if s.reload is not None else array("Q")
+            if s.shared:  # also the other index's: never changed under it
+                reload, s.shared = array("Q", reload), False
             reload.append(seq << 2 | _CODES[kind])
             s.reload = reload
             if len(reload) > 2 * (self._keys_kept + self._entries_kept):
@@ -424,7 +453,7 @@ class Sessions:
                 continue
             s = self._by_name[name]
             assert s.detail is not None
-            s.reload = s.detail.seqs()
+            s.reload, s.shared = s.detail.seqs(), False
             s.detail = None
             del self._loaded[name]
             dropped += 1
@@ -442,7 +471,7 @@ class Sessions:
                 continue
             s = self._by_name[old]
             assert s.detail is not None
-            s.reload = s.detail.seqs()
+            s.reload, s.shared = s.detail.seqs(), False
             s.detail = None
             del self._loaded[old]
 

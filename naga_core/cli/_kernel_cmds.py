@@ -320,6 +320,8 @@ TAKES_EFFECT = {
     "wechat.cdn_base": "takes effect from the WeChat plugin's next media transfer "
     "(its egress follows)",
     "ledger.snapshot_every": "takes effect from the next start-up snapshot due",
+    "ledger.reverify_days": "takes effect from the core's next look for sealed segments due "
+    "for their rehash (at the next start, or within a day)",
     "constitution.check_s": "takes effect from the next check of the constitution",
     "skills.offer_max": "takes effect from the next turn's prompt",
     "skills.offer_tokens": "takes effect from the next turn's prompt",

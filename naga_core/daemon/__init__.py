@@ -43,11 +43,13 @@ from naga_core.daemon._errors import (
 )
 from naga_core.daemon._gateway import WEBCHAT_HOST, WEBCHAT_PORT, GatewayOptions
 from naga_core.daemon._policy import POLICY, VISIBLE_KINDS, Rule, rule_for
+from naga_core.daemon._rehash import RehashOptions, RehashReport, RehashWatch
 from naga_core.daemon._rundir import RunDir, running_pid
 from naga_core.daemon._serve import CoreConfig, CoreExit, serve_core
 from naga_core.daemon._standing import RELOOK_S, RevocationWatch, TokenStanding, TrustWatch
 from naga_core.daemon._startup import Opened, open_state, snapshot_store
 from naga_core.daemon._status import REJECTION_STATUS, STATUS_OF, refusal_of, status_of
+from naga_core.daemon._verified import VerifiedList, interval_ns
 
 __all__ = [
     "LOGIN_COMMAND",
@@ -83,6 +85,9 @@ __all__ = [
     "OwnerCall",
     "OwnerCredential",
     "Principal",
+    "RehashOptions",
+    "RehashReport",
+    "RehashWatch",
     "RequestRefused",
     "RevocationWatch",
     "Rule",
@@ -94,6 +99,8 @@ __all__ = [
     "TrustWatch",
     "Unary",
     "Unconditional",
+    "VerifiedList",
+    "interval_ns",
     "log_to_run_dir",
     "rule_for",
     "running_pid",

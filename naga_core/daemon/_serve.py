@@ -27,6 +27,7 @@ Order matters and is the point of this module:
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -89,6 +90,7 @@ from naga_core.daemon._errors import DaemonError
 from naga_core.daemon._gateway import GatewayOptions, GatewayProcess
 from naga_core.daemon._liveness import Liveness
 from naga_core.daemon._policy import POLICY
+from naga_core.daemon._rehash import RehashOptions, serve_rehash
 from naga_core.daemon._rundir import RunDir
 from naga_core.daemon._session_meta import SessionMeta
 from naga_core.daemon._startup import StartSnapshots, open_state, snapshot_store
@@ -101,7 +103,7 @@ from naga_core.daemon._wechat_service import (
     wechat_rows,
 )
 from naga_core.egress import EgressProxies
-from naga_core.errors import LedgerCorrupt, NagaError
+from naga_core.errors import NagaError
 from naga_core.kernel import RATCHETS, Actions
 from naga_core.ledger import Ledger, Projection
 from naga_core.plugins import PluginHost, PluginsConfig, journaled
@@ -134,6 +136,8 @@ class CoreConfig:
     agent: AgentConfig = field(default_factory=AgentConfig)
     gateway: GatewayOptions = field(default_factory=GatewayOptions)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    #: the background rehash of sealed segments (ADR 0057, ADR 0061)
+    rehash: RehashOptions = field(default_factory=RehashOptions)
     #: Enable the shipped tools (fs, shell, web) on a fresh home, at its start.
     default_tools: bool = True
 
@@ -527,7 +531,20 @@ async def _serve(
             # What the start freed (snapshot, fold, whole segments read) goes
             # back to the system instead of staying resident (issue 19).
             trim_heap()
-            nursery.start_soon(_check_sealed, core)
+            # What the start's open left out (ADR 0057), the segments due
+            # only, paced and on a low-priority thread (ADR 0061).
+            nursery.start_soon(
+                functools.partial(
+                    serve_rehash,
+                    core.ledger,
+                    core.home.ledger_dir,
+                    days=lambda: core.settings.get_int("ledger.reverify_days"),
+                    clock=config.clock,
+                    note=_journal_note(core),
+                    fail=core.fail,
+                    options=config.rehash,
+                )
+            )
             if notifier is not None:
                 # After start(): the socket is bound and answering.
                 notifier.ready(
@@ -557,26 +574,6 @@ async def _next_append(core: Core) -> None:
 
 def _loopback_hosts(core: Core) -> list[str]:
     return core.settings.get_text("egress.loopback_hosts").split(",")
-
-
-async def _check_sealed(core: Core) -> None:
-    """What the start's open left out (ADR 0057): every sealed segment and
-    index rehashed against its signed seal, off the loop. Damage is what an
-    open that hashed them refused: noted in the ledger, and the core stops
-    failed (as on a failed write); ``naga ledger verify`` names the file."""
-    try:
-        found = await trio.to_thread.run_sync(core.ledger.check_sealed, abandon_on_cancel=True)
-    except NagaError as exc:
-        log.warning("naga-core: the sealed segments could not be rehashed: %s", exc)
-        return
-    trim_heap()  # what the thread's reads left in its arena
-    if not found:
-        return
-    why = "sealed ledger files do not match their seals: " + "; ".join(
-        f"{e.path}: {e.reason}" for e in found
-    )
-    await _journal_note(core)(why[:1000])
-    core.fail(LedgerCorrupt(found[0].path, None, f"{found[0].reason} (run `naga ledger verify`)"))
 
 
 def _journal_note(core: Core) -> Callable[[str], Awaitable[object]]:

@@ -550,6 +550,14 @@ DEFAULT_SETTINGS: tuple[SettingSpec, ...] = (
         max=10_000_000,
         doc="records between start-up snapshots (one is also written at every clean stop)",
     ),
+    SettingSpec.integer(
+        "ledger.reverify_days",
+        30,
+        min=0,
+        max=3650,
+        doc="days a sealed segment's background rehash counts: each is rehashed again after "
+        "between half and all of them (spread per segment); 0: every one at every start",
+    ),
     SettingSpec.real(
         "constitution.check_s",
         60.0,

@@ -22,6 +22,7 @@ from naga_core.ledger._merkle import (
 from naga_core.ledger._projection import Projection, verify_projection
 from naga_core.ledger._record import Entry, Record, decode_body, leaf_hash_of
 from naga_core.ledger._recovery import RecoveryReport, TornTailCut
+from naga_core.ledger._segment import Seal
 from naga_core.ledger._simfs import SimulatedFileSystem
 from naga_core.ledger._snapshots import Snapshot, SnapshotStore
 from naga_core.ledger._verify import LedgerView, Problem, VerifyReport, read_ledger, verify_ledger
@@ -45,6 +46,7 @@ __all__ = [
     "Problem",
     "Projection",
     "Receipt",
+    "Seal",
     "Record",
     "decode_body",
     "leaf_hash_of",

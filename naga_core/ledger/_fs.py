@@ -18,7 +18,7 @@ import errno
 import fcntl
 import hashlib
 import os
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Literal, Protocol
 
 from naga_core.errors import LedgerLocked
@@ -120,15 +120,24 @@ def makedirs(fs: FileSystem, path: str) -> None:
 
 
 def sha256_file(
-    fs: FileSystem, path: str, chunk: int = 4 << 20, *, length: int | None = None
+    fs: FileSystem,
+    path: str,
+    chunk: int = 4 << 20,
+    *,
+    length: int | None = None,
+    pace: Callable[[int], None] | None = None,
 ) -> bytes:
     """SHA-256 of a file (or its first ``length`` bytes), streamed so a big
-    segment is not held twice."""
+    segment is not held twice. ``pace(n)`` is called before each read of
+    ``n`` bytes (a background rehash waits or stops there)."""
     digest = hashlib.sha256()
     total = fs.size(path) if length is None else min(length, fs.size(path))
     offset = 0
     while offset < total:
-        part = fs.read(path, offset, min(chunk, total - offset))
+        n = min(chunk, total - offset)
+        if pace is not None:
+            pace(n)
+        part = fs.read(path, offset, n)
         if not part:
             break
         digest.update(part)

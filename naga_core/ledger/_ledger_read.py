@@ -10,14 +10,19 @@ from __future__ import annotations
 import bisect
 import os
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from naga.constants import RECORD_HEADER_BYTES
 from naga_core.errors import LedgerCorrupt, LedgerError, NotFound
 from naga_core.ledger._fs import sha256_file
 from naga_core.ledger._ledger_state import LedgerState, sha256_digest
 from naga_core.ledger._record import Frame, Record, check_frame, decode_body, leaf_hash_of
-from naga_core.ledger._segment import INDEX_SUFFIX, decode_index, segment_stem
+from naga_core.ledger._segment import INDEX_SUFFIX, Seal, decode_index, segment_stem
+
+#: Read by the core's rehash while it serves: a chunk glibc keeps in a
+#: thread's arena once freed, so a small one (4 MB ones raised the core's
+#: RSS by about 5 MB at 1M records, ADR 0057).
+_REHASH_CHUNK = 256 << 10
 
 
 class LedgerReader(LedgerState):
@@ -74,25 +79,34 @@ class LedgerReader(LedgerState):
     def check_sealed(self) -> list[LedgerCorrupt]:
         """Every sealed segment and index rehashed against its seal (what an
         open with ``check_contents=False`` left out): the damage found, one
-        error a file. Reads whole files without the ledger's lock (a sealed
-        segment never changes); an I/O error is raised as LedgerError."""
+        error a file (:meth:`check_seal` of each)."""
         with self._lock:
             sealed = list(self._sealed)
+        return [bad for seal in sealed for bad in self.check_seal(seal)]
+
+    def check_seal(
+        self, seal: Seal, *, chunk: int = _REHASH_CHUNK, pace: Callable[[int], None] | None = None
+    ) -> list[LedgerCorrupt]:
+        """One sealed segment and its index (``seal``, one of the ledger's
+        seals) rehashed against the seal: the damage found, one error a
+        file. Reads in ``chunk``-byte parts without the ledger's lock (a
+        sealed segment never changes), calling ``pace(n)`` before each part
+        of ``n`` bytes (the core's rehash waits, yields or stops there); an
+        I/O error is raised as LedgerError."""
+        stem = os.path.join(self._seg_dir, segment_stem(seal.first_seq))
+        log_path, idx_path = os.path.join(self._seg_dir, seal.segment), stem + INDEX_SUFFIX
+        try:
+            log_sha = sha256_file(self._fs, log_path, chunk, length=seal.bytes, pace=pace)
+            idx_sha = sha256_file(self._fs, idx_path, chunk, pace=pace)
+        except OSError as exc:
+            raise LedgerError(f"rehashing the sealed segment {log_path}: {exc}") from exc
         found: list[LedgerCorrupt] = []
-        for seal in sealed:
-            stem = os.path.join(self._seg_dir, segment_stem(seal.first_seq))
-            log_path, idx_path = os.path.join(self._seg_dir, seal.segment), stem + INDEX_SUFFIX
-            try:
-                log_sha = sha256_file(self._fs, log_path, _REHASH_CHUNK, length=seal.bytes)
-                idx_sha = sha256_file(self._fs, idx_path, _REHASH_CHUNK)
-            except OSError as exc:
-                raise LedgerError(f"rehashing the sealed segment {log_path}: {exc}") from exc
-            if log_sha != seal.segment_sha256:
-                found.append(
-                    LedgerCorrupt(log_path, None, "sealed segment content does not match its seal")
-                )
-            if idx_sha != seal.index_sha256:
-                found.append(LedgerCorrupt(idx_path, None, "index does not match its seal"))
+        if log_sha != seal.segment_sha256:
+            found.append(
+                LedgerCorrupt(log_path, None, "sealed segment content does not match its seal")
+            )
+        if idx_sha != seal.index_sha256:
+            found.append(LedgerCorrupt(idx_path, None, "index does not match its seal"))
         return found
 
     def _locate(self, seq: int) -> tuple[str, int]:
@@ -155,11 +169,6 @@ class LedgerReader(LedgerState):
             raise LedgerCorrupt(path, offset, f"record {seq} changed since it was written")
         return decode_body(body, leaf)
 
-
-#: Read by the core's rehash while it serves: a chunk glibc keeps in a
-#: thread's arena once freed, so a small one (4 MB ones raised the core's
-#: RSS by about 5 MB at 1M records, ADR 0057).
-_REHASH_CHUNK = 256 << 10
 
 #: Sealed segments' indexes kept read back (about 1.8 MB each at 8 MB segments).
 _INDEXES_KEPT = 2
