@@ -142,7 +142,7 @@ class SkillUse:
         left: int | None = None
         try:
             # The grant is for the review's model call alone: with reviews
-            # off (the default), no token check on every turn's way out.
+            # off, no token check on every turn's way out.
             reviewing = self.core.settings.get_text("skills.review") == "on"
             if reviewing and token is not None and not outcome.error_kind:
                 grant = authority.verify(

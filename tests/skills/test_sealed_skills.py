@@ -166,3 +166,19 @@ def _forget_one_keep_the_other(store: SkillStore, ring: KeyRing) -> None:
 
 def test_the_markers_are_memorys() -> None:
     assert (skills.FORGOTTEN, skills.UNREADABLE) == (FORGOTTEN, UNREADABLE)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.text(max_size=300), st.text(min_size=1, max_size=20))
+def test_a_sealed_detail_opens_in_its_record_only_and_not_after_a_forget(
+    text: str, turn: str
+) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        ring = KeyRing.of_home(Home(d))
+        sealer = Sealer(ring)
+        box = sealer.seal_text(ALICE, text, "skill.turn", "s1", turn)
+        assert sealer.open_text(box, "skill.turn", "s1", turn) == text
+        # Moved into another record, it does not open.
+        assert sealer.open_text(box, "skill.turn", "s1", turn + "x") == UNREADABLE
+        ring.destroy(ALICE)
+        assert sealer.open_text(box, "skill.turn", "s1", turn) == FORGOTTEN
