@@ -22,59 +22,60 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from naga.v1 import sealed_pb2 as naga_dot_v1_dot_sealed__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14naga/v1/skills.proto\x12\x07naga.v1\";\n\tSkillFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x12\n\nexecutable\x18\x03 \x01(\x08\"\xcd\x01\n\x0cSkillSummary\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x10\n\x08\x61rchived\x18\x05 \x01(\x08\x12\x0e\n\x06pinned\x18\x06 \x01(\x08\x12\x0e\n\x06\x61uthor\x18\x07 \x01(\t\x12\x12\n\nupdated_ns\x18\x08 \x01(\x03\x12\x0c\n\x04uses\x18\t \x01(\x03\x12\x14\n\x0clast_used_ns\x18\n \x01(\x03\x12\x10\n\x08versions\x18\x0b \x01(\x03\"\x7f\n\x0cSkillVersion\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0f\n\x07parents\x18\x02 \x03(\t\x12\x0e\n\x06\x61uthor\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x05 \x01(\t\x12\x0f\n\x07time_ns\x18\x06 \x01(\x03\x12\x0c\n\x04tree\x18\x07 \x01(\t\"4\n\x11ListSkillsRequest\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x10\n\x08\x61rchived\x18\x02 \x01(\x08\";\n\x12ListSkillsResponse\x12%\n\x06skills\x18\x01 \x03(\x0b\x32\x15.naga.v1.SkillSummary\"@\n\x10ShowSkillRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\"\x84\x01\n\x11ShowSkillResponse\x12$\n\x05skill\x18\x01 \x01(\x0b\x32\x15.naga.v1.SkillSummary\x12&\n\x07version\x18\x02 \x01(\x0b\x32\x15.naga.v1.SkillVersion\x12!\n\x05\x66iles\x18\x03 \x03(\x0b\x32\x12.naga.v1.SkillFile\".\n\x0fSkillLogRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\"a\n\x10SkillLogResponse\x12$\n\x05skill\x18\x01 \x01(\x0b\x32\x15.naga.v1.SkillSummary\x12\'\n\x08versions\x18\x02 \x03(\x0b\x32\x15.naga.v1.SkillVersion\"E\n\x10\x44iffSkillRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\t\n\x01\x61\x18\x03 \x01(\t\x12\t\n\x01\x62\x18\x04 \x01(\t\"!\n\x11\x44iffSkillResponse\x12\x0c\n\x04\x64iff\x18\x01 \x01(\t\"j\n\x12ImportSkillRequest\x12\r\n\x05scope\x18\x01 \x01(\t\x12!\n\x05\x66iles\x18\x02 \x03(\x0b\x32\x12.naga.v1.SkillFile\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x12\n\nallow_lint\x18\x14 \x03(\t\"X\n\x13SkillChangeResponse\x12$\n\x05skill\x18\x01 \x01(\x0b\x32\x15.naga.v1.SkillSummary\x12\x0b\n\x03seq\x18\x02 \x01(\x03\x12\x0e\n\x06\x61\x63tion\x18\x03 \x01(\t\"A\n\x12SkillActionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"M\n\x12RevertSkillRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\n\n\x02to\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\"\x13\n\x11SkillStatsRequest\"0\n\x0fSkillScopeCount\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x0e\n\x06skills\x18\x02 \x01(\x03\"\xf8\x01\n\x12SkillStatsResponse\x12\x0e\n\x06skills\x18\x01 \x01(\x03\x12\x10\n\x08\x61rchived\x18\x02 \x01(\x03\x12\x10\n\x08versions\x18\x03 \x01(\x03\x12(\n\x06scopes\x18\x04 \x03(\x0b\x32\x18.naga.v1.SkillScopeCount\x12\r\n\x05turns\x18\x05 \x01(\x03\x12\x0f\n\x07offered\x18\x06 \x01(\x03\x12\x0e\n\x06viewed\x18\x07 \x01(\x03\x12\x10\n\x08\x66ollowed\x18\x08 \x01(\x03\x12\x0f\n\x07\x63reated\x18\t \x01(\x03\x12\x0f\n\x07patched\x18\n \x01(\x03\x12\x0f\n\x07refused\x18\x0b \x01(\x03\x12\x0f\n\x07nothing\x18\x0c \x01(\x03\" \n\rCurateRequest\x12\x0f\n\x07\x64ry_run\x18\x01 \x01(\x08\"V\n\x0c\x43urateAction\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0e\n\x06merged\x18\x04 \x03(\t\x12\x0b\n\x03why\x18\x05 \x01(\t\"E\n\x0e\x43urateResponse\x12&\n\x07\x61\x63tions\x18\x01 \x03(\x0b\x32\x15.naga.v1.CurateAction\x12\x0b\n\x03seq\x18\x02 \x01(\x03\"\x91\x01\n\tSkillTurn\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12\x0f\n\x07offered\x18\x03 \x03(\t\x12\x0e\n\x06viewed\x18\x04 \x03(\t\x12\x10\n\x08\x66ollowed\x18\x05 \x03(\t\x12\x0e\n\x06review\x18\x06 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x07 \x01(\t\x12\x0f\n\x07time_ns\x18\x08 \x01(\x03\x32\x9c\x05\n\x0cSkillService\x12?\n\x04List\x12\x1a.naga.v1.ListSkillsRequest\x1a\x1b.naga.v1.ListSkillsResponse\x12=\n\x04Show\x12\x19.naga.v1.ShowSkillRequest\x1a\x1a.naga.v1.ShowSkillResponse\x12:\n\x03Log\x12\x18.naga.v1.SkillLogRequest\x1a\x19.naga.v1.SkillLogResponse\x12=\n\x04\x44iff\x12\x19.naga.v1.DiffSkillRequest\x1a\x1a.naga.v1.DiffSkillResponse\x12\x43\n\x06Import\x12\x1b.naga.v1.ImportSkillRequest\x1a\x1c.naga.v1.SkillChangeResponse\x12\x44\n\x07\x41rchive\x12\x1b.naga.v1.SkillActionRequest\x1a\x1c.naga.v1.SkillChangeResponse\x12\x44\n\x07Restore\x12\x1b.naga.v1.SkillActionRequest\x1a\x1c.naga.v1.SkillChangeResponse\x12\x43\n\x06Revert\x12\x1b.naga.v1.RevertSkillRequest\x1a\x1c.naga.v1.SkillChangeResponse\x12@\n\x05Stats\x12\x1a.naga.v1.SkillStatsRequest\x1a\x1b.naga.v1.SkillStatsResponse\x12\x39\n\x06\x43urate\x12\x16.naga.v1.CurateRequest\x1a\x17.naga.v1.CurateResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14naga/v1/skills.proto\x12\x07naga.v1\x1a\x14naga/v1/sealed.proto\";\n\tSkillFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x12\n\nexecutable\x18\x03 \x01(\x08\"\xcd\x01\n\x0cSkillSummary\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x10\n\x08\x61rchived\x18\x05 \x01(\x08\x12\x0e\n\x06pinned\x18\x06 \x01(\x08\x12\x0e\n\x06\x61uthor\x18\x07 \x01(\t\x12\x12\n\nupdated_ns\x18\x08 \x01(\x03\x12\x0c\n\x04uses\x18\t \x01(\x03\x12\x14\n\x0clast_used_ns\x18\n \x01(\x03\x12\x10\n\x08versions\x18\x0b \x01(\x03\"\x7f\n\x0cSkillVersion\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0f\n\x07parents\x18\x02 \x03(\t\x12\x0e\n\x06\x61uthor\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x05 \x01(\t\x12\x0f\n\x07time_ns\x18\x06 \x01(\x03\x12\x0c\n\x04tree\x18\x07 \x01(\t\"4\n\x11ListSkillsRequest\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x10\n\x08\x61rchived\x18\x02 \x01(\x08\";\n\x12ListSkillsResponse\x12%\n\x06skills\x18\x01 \x03(\x0b\x32\x15.naga.v1.SkillSummary\"@\n\x10ShowSkillRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\"\x84\x01\n\x11ShowSkillResponse\x12$\n\x05skill\x18\x01 \x01(\x0b\x32\x15.naga.v1.SkillSummary\x12&\n\x07version\x18\x02 \x01(\x0b\x32\x15.naga.v1.SkillVersion\x12!\n\x05\x66iles\x18\x03 \x03(\x0b\x32\x12.naga.v1.SkillFile\".\n\x0fSkillLogRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\"a\n\x10SkillLogResponse\x12$\n\x05skill\x18\x01 \x01(\x0b\x32\x15.naga.v1.SkillSummary\x12\'\n\x08versions\x18\x02 \x03(\x0b\x32\x15.naga.v1.SkillVersion\"E\n\x10\x44iffSkillRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\t\n\x01\x61\x18\x03 \x01(\t\x12\t\n\x01\x62\x18\x04 \x01(\t\"!\n\x11\x44iffSkillResponse\x12\x0c\n\x04\x64iff\x18\x01 \x01(\t\"j\n\x12ImportSkillRequest\x12\r\n\x05scope\x18\x01 \x01(\t\x12!\n\x05\x66iles\x18\x02 \x03(\x0b\x32\x12.naga.v1.SkillFile\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x12\n\nallow_lint\x18\x14 \x03(\t\"X\n\x13SkillChangeResponse\x12$\n\x05skill\x18\x01 \x01(\x0b\x32\x15.naga.v1.SkillSummary\x12\x0b\n\x03seq\x18\x02 \x01(\x03\x12\x0e\n\x06\x61\x63tion\x18\x03 \x01(\t\"A\n\x12SkillActionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"M\n\x12RevertSkillRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\n\n\x02to\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\"\x13\n\x11SkillStatsRequest\"0\n\x0fSkillScopeCount\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x0e\n\x06skills\x18\x02 \x01(\x03\"\xf8\x01\n\x12SkillStatsResponse\x12\x0e\n\x06skills\x18\x01 \x01(\x03\x12\x10\n\x08\x61rchived\x18\x02 \x01(\x03\x12\x10\n\x08versions\x18\x03 \x01(\x03\x12(\n\x06scopes\x18\x04 \x03(\x0b\x32\x18.naga.v1.SkillScopeCount\x12\r\n\x05turns\x18\x05 \x01(\x03\x12\x0f\n\x07offered\x18\x06 \x01(\x03\x12\x0e\n\x06viewed\x18\x07 \x01(\x03\x12\x10\n\x08\x66ollowed\x18\x08 \x01(\x03\x12\x0f\n\x07\x63reated\x18\t \x01(\x03\x12\x0f\n\x07patched\x18\n \x01(\x03\x12\x0f\n\x07refused\x18\x0b \x01(\x03\x12\x0f\n\x07nothing\x18\x0c \x01(\x03\" \n\rCurateRequest\x12\x0f\n\x07\x64ry_run\x18\x01 \x01(\x08\"V\n\x0c\x43urateAction\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0e\n\x06merged\x18\x04 \x03(\t\x12\x0b\n\x03why\x18\x05 \x01(\t\"E\n\x0e\x43urateResponse\x12&\n\x07\x61\x63tions\x18\x01 \x03(\x0b\x32\x15.naga.v1.CurateAction\x12\x0b\n\x03seq\x18\x02 \x01(\x03\"\xb5\x01\n\tSkillTurn\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12\x0f\n\x07offered\x18\x03 \x03(\t\x12\x0e\n\x06viewed\x18\x04 \x03(\t\x12\x10\n\x08\x66ollowed\x18\x05 \x03(\t\x12\x0e\n\x06review\x18\x06 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x07 \x01(\t\x12\x0f\n\x07time_ns\x18\x08 \x01(\x03\x12\"\n\x06sealed\x18\t \x01(\x0b\x32\x12.naga.v1.SealedBox2\x9c\x05\n\x0cSkillService\x12?\n\x04List\x12\x1a.naga.v1.ListSkillsRequest\x1a\x1b.naga.v1.ListSkillsResponse\x12=\n\x04Show\x12\x19.naga.v1.ShowSkillRequest\x1a\x1a.naga.v1.ShowSkillResponse\x12:\n\x03Log\x12\x18.naga.v1.SkillLogRequest\x1a\x19.naga.v1.SkillLogResponse\x12=\n\x04\x44iff\x12\x19.naga.v1.DiffSkillRequest\x1a\x1a.naga.v1.DiffSkillResponse\x12\x43\n\x06Import\x12\x1b.naga.v1.ImportSkillRequest\x1a\x1c.naga.v1.SkillChangeResponse\x12\x44\n\x07\x41rchive\x12\x1b.naga.v1.SkillActionRequest\x1a\x1c.naga.v1.SkillChangeResponse\x12\x44\n\x07Restore\x12\x1b.naga.v1.SkillActionRequest\x1a\x1c.naga.v1.SkillChangeResponse\x12\x43\n\x06Revert\x12\x1b.naga.v1.RevertSkillRequest\x1a\x1c.naga.v1.SkillChangeResponse\x12@\n\x05Stats\x12\x1a.naga.v1.SkillStatsRequest\x1a\x1b.naga.v1.SkillStatsResponse\x12\x39\n\x06\x43urate\x12\x16.naga.v1.CurateRequest\x1a\x17.naga.v1.CurateResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'naga.v1.skills_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SKILLFILE']._serialized_start=33
-  _globals['_SKILLFILE']._serialized_end=92
-  _globals['_SKILLSUMMARY']._serialized_start=95
-  _globals['_SKILLSUMMARY']._serialized_end=300
-  _globals['_SKILLVERSION']._serialized_start=302
-  _globals['_SKILLVERSION']._serialized_end=429
-  _globals['_LISTSKILLSREQUEST']._serialized_start=431
-  _globals['_LISTSKILLSREQUEST']._serialized_end=483
-  _globals['_LISTSKILLSRESPONSE']._serialized_start=485
-  _globals['_LISTSKILLSRESPONSE']._serialized_end=544
-  _globals['_SHOWSKILLREQUEST']._serialized_start=546
-  _globals['_SHOWSKILLREQUEST']._serialized_end=610
-  _globals['_SHOWSKILLRESPONSE']._serialized_start=613
-  _globals['_SHOWSKILLRESPONSE']._serialized_end=745
-  _globals['_SKILLLOGREQUEST']._serialized_start=747
-  _globals['_SKILLLOGREQUEST']._serialized_end=793
-  _globals['_SKILLLOGRESPONSE']._serialized_start=795
-  _globals['_SKILLLOGRESPONSE']._serialized_end=892
-  _globals['_DIFFSKILLREQUEST']._serialized_start=894
-  _globals['_DIFFSKILLREQUEST']._serialized_end=963
-  _globals['_DIFFSKILLRESPONSE']._serialized_start=965
-  _globals['_DIFFSKILLRESPONSE']._serialized_end=998
-  _globals['_IMPORTSKILLREQUEST']._serialized_start=1000
-  _globals['_IMPORTSKILLREQUEST']._serialized_end=1106
-  _globals['_SKILLCHANGERESPONSE']._serialized_start=1108
-  _globals['_SKILLCHANGERESPONSE']._serialized_end=1196
-  _globals['_SKILLACTIONREQUEST']._serialized_start=1198
-  _globals['_SKILLACTIONREQUEST']._serialized_end=1263
-  _globals['_REVERTSKILLREQUEST']._serialized_start=1265
-  _globals['_REVERTSKILLREQUEST']._serialized_end=1342
-  _globals['_SKILLSTATSREQUEST']._serialized_start=1344
-  _globals['_SKILLSTATSREQUEST']._serialized_end=1363
-  _globals['_SKILLSCOPECOUNT']._serialized_start=1365
-  _globals['_SKILLSCOPECOUNT']._serialized_end=1413
-  _globals['_SKILLSTATSRESPONSE']._serialized_start=1416
-  _globals['_SKILLSTATSRESPONSE']._serialized_end=1664
-  _globals['_CURATEREQUEST']._serialized_start=1666
-  _globals['_CURATEREQUEST']._serialized_end=1698
-  _globals['_CURATEACTION']._serialized_start=1700
-  _globals['_CURATEACTION']._serialized_end=1786
-  _globals['_CURATERESPONSE']._serialized_start=1788
-  _globals['_CURATERESPONSE']._serialized_end=1857
-  _globals['_SKILLTURN']._serialized_start=1860
-  _globals['_SKILLTURN']._serialized_end=2005
-  _globals['_SKILLSERVICE']._serialized_start=2008
-  _globals['_SKILLSERVICE']._serialized_end=2676
+  _globals['_SKILLFILE']._serialized_start=55
+  _globals['_SKILLFILE']._serialized_end=114
+  _globals['_SKILLSUMMARY']._serialized_start=117
+  _globals['_SKILLSUMMARY']._serialized_end=322
+  _globals['_SKILLVERSION']._serialized_start=324
+  _globals['_SKILLVERSION']._serialized_end=451
+  _globals['_LISTSKILLSREQUEST']._serialized_start=453
+  _globals['_LISTSKILLSREQUEST']._serialized_end=505
+  _globals['_LISTSKILLSRESPONSE']._serialized_start=507
+  _globals['_LISTSKILLSRESPONSE']._serialized_end=566
+  _globals['_SHOWSKILLREQUEST']._serialized_start=568
+  _globals['_SHOWSKILLREQUEST']._serialized_end=632
+  _globals['_SHOWSKILLRESPONSE']._serialized_start=635
+  _globals['_SHOWSKILLRESPONSE']._serialized_end=767
+  _globals['_SKILLLOGREQUEST']._serialized_start=769
+  _globals['_SKILLLOGREQUEST']._serialized_end=815
+  _globals['_SKILLLOGRESPONSE']._serialized_start=817
+  _globals['_SKILLLOGRESPONSE']._serialized_end=914
+  _globals['_DIFFSKILLREQUEST']._serialized_start=916
+  _globals['_DIFFSKILLREQUEST']._serialized_end=985
+  _globals['_DIFFSKILLRESPONSE']._serialized_start=987
+  _globals['_DIFFSKILLRESPONSE']._serialized_end=1020
+  _globals['_IMPORTSKILLREQUEST']._serialized_start=1022
+  _globals['_IMPORTSKILLREQUEST']._serialized_end=1128
+  _globals['_SKILLCHANGERESPONSE']._serialized_start=1130
+  _globals['_SKILLCHANGERESPONSE']._serialized_end=1218
+  _globals['_SKILLACTIONREQUEST']._serialized_start=1220
+  _globals['_SKILLACTIONREQUEST']._serialized_end=1285
+  _globals['_REVERTSKILLREQUEST']._serialized_start=1287
+  _globals['_REVERTSKILLREQUEST']._serialized_end=1364
+  _globals['_SKILLSTATSREQUEST']._serialized_start=1366
+  _globals['_SKILLSTATSREQUEST']._serialized_end=1385
+  _globals['_SKILLSCOPECOUNT']._serialized_start=1387
+  _globals['_SKILLSCOPECOUNT']._serialized_end=1435
+  _globals['_SKILLSTATSRESPONSE']._serialized_start=1438
+  _globals['_SKILLSTATSRESPONSE']._serialized_end=1686
+  _globals['_CURATEREQUEST']._serialized_start=1688
+  _globals['_CURATEREQUEST']._serialized_end=1720
+  _globals['_CURATEACTION']._serialized_start=1722
+  _globals['_CURATEACTION']._serialized_end=1808
+  _globals['_CURATERESPONSE']._serialized_start=1810
+  _globals['_CURATERESPONSE']._serialized_end=1879
+  _globals['_SKILLTURN']._serialized_start=1882
+  _globals['_SKILLTURN']._serialized_end=2063
+  _globals['_SKILLSERVICE']._serialized_start=2066
+  _globals['_SKILLSERVICE']._serialized_end=2734
 # @@protoc_insertion_point(module_scope)

@@ -12,6 +12,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from naga.v1 import sealed_pb2 as _sealed_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -638,11 +639,13 @@ class SkillTurn(_message.Message):
     REVIEW_FIELD_NUMBER: _builtins.int
     DETAIL_FIELD_NUMBER: _builtins.int
     TIME_NS_FIELD_NUMBER: _builtins.int
+    SEALED_FIELD_NUMBER: _builtins.int
     session: _builtins.str
     turn_id: _builtins.str
     review: _builtins.str
     """none, created, patched, refused, skipped (no review ran)."""
     detail: _builtins.str
+    """Empty in a sealed turn's record (a turn with a subject): see sealed."""
     time_ns: _builtins.int
     @_builtins.property
     def offered(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
@@ -650,6 +653,13 @@ class SkillTurn(_message.Message):
     def viewed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
     def followed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def sealed(self) -> _sealed_pb2.SealedBox:
+        """The review's detail sealed under the turn's subject (it may name a
+        skill or quote the proposal); offered/viewed/followed then name sealed
+        scopes' skills by their keyed ids only (docs/adr/0060).
+        """
+
     def __init__(
         self,
         *,
@@ -661,10 +671,11 @@ class SkillTurn(_message.Message):
         review: _builtins.str = ...,
         detail: _builtins.str = ...,
         time_ns: _builtins.int = ...,
+        sealed: _sealed_pb2.SealedBox | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["sealed", b"sealed"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "followed", b"followed", "offered", b"offered", "review", b"review", "session", b"session", "time_ns", b"time_ns", "turn_id", b"turn_id", "viewed", b"viewed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "followed", b"followed", "offered", b"offered", "review", b"review", "sealed", b"sealed", "session", b"session", "time_ns", b"time_ns", "turn_id", b"turn_id", "viewed", b"viewed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -94,6 +94,10 @@ class Agent:
         #: The memory store and its tools (naga_core.memory).
         self.memory = memory if memory is not None else MemoryTools(core)
         self.skills = skills
+        if skills is not None and skills.store.sealer is None:
+            # Session and peer skills seal under their subjects' keys, the
+            # memory store's ring: a forget is seen by the library at once.
+            skills.store.sealer = self.memory.sealer
         self.skill_use = (
             SkillUse(core, skills, self.memory.sealer.open_turn) if skills is not None else None
         )
@@ -237,6 +241,8 @@ class Agent:
         summaries are made again), so its words read as forgotten at once."""
         self.sessions.drop_details()
         self._jobs.forget_summaries()
+        if self.skills is not None:  # its skills' files written out for scripts
+            self.skills.forgotten()
 
     def _constitution_now(self) -> str:
         # Read at each turn: ``constitution`` is set after construction (serve).

@@ -25,6 +25,7 @@ from naga.v1 import model_pb2 as mpb
 from naga_core.agent import _sessions as rec
 from naga_core.agent._config import EXECUTOR_ROLE
 from naga_core.agent._core import Core
+from naga_core.agent._memory_tools import subject as memory_subject
 from naga_core.agent._turn import Running
 from naga_core.authz import Grant, Token, TokenAuthority
 from naga_core.errors import NagaError
@@ -141,7 +142,7 @@ class SkillUse:
         left: int | None = None
         try:
             # The grant is for the review's model call alone: with reviews
-            # off (the default), no token check on every turn's way out.
+            # off, no token check on every turn's way out.
             reviewing = self.core.settings.get_text("skills.review") == "on"
             if reviewing and token is not None and not outcome.error_kind:
                 grant = authority.verify(
@@ -199,6 +200,7 @@ class SkillUse:
                     peer=running.peer,
                     may_write=policy.may_write_skills,
                     threshold=settings.get_real("skills.duplicate_threshold"),
+                    subject=memory_subject(running),
                 )
             )
             review, detail = result.action, result.detail
@@ -214,6 +216,7 @@ class SkillUse:
             succeeded=ok,
             review=review,
             detail=detail,
+            subject=memory_subject(running),
         )
         self.core.write(lambda: self.core.ledger.stage(entry))
         if await trio.to_thread.run_sync(self.core.settle):

@@ -108,7 +108,7 @@ from naga_core.kernel import RATCHETS, Actions
 from naga_core.ledger import Ledger, Projection
 from naga_core.plugins import PluginHost, PluginsConfig, journaled
 from naga_core.scheduler import AgentRunner, FireLog, JobCreateTool, Scheduler, SchedulerConfig
-from naga_core.skills import Library, SkillStore, curate_when_idle
+from naga_core.skills import Library, SkillStore, curate_when_idle, sealed_files_root
 from naga_core.skills import clear_files as clear_skill_files
 from naga_core.wechat import ChannelConfig, WechatChannel, WechatSendFileTool
 from naga_core.workspace import Workspace
@@ -260,17 +260,21 @@ async def serve_core(
             snapshots=snapshots,
             guard=guard,
         )
-        await _serve(
-            core,
-            rundir,
-            authorizer,
-            config,
-            task_status,
-            plugins=plugins,
-            tools=tools,
-            start=start,
-            forker=forker,
-        )
+        try:
+            await _serve(
+                core,
+                rundir,
+                authorizer,
+                config,
+                task_status,
+                plugins=plugins,
+                tools=tools,
+                start=start,
+                forker=forker,
+            )
+        finally:  # sealed skills' plaintext files go with the core that wrote them
+            with contextlib.suppress(OSError):
+                clear_skill_files(sealed_files_root(config.home.root))
         if core.failure is None:
             _catch_up_projection(config.home, ledger)
             try:  # the next start replays nothing
@@ -393,7 +397,15 @@ async def _serve(
     # cleared at each start.
     skill_files = os.path.join(config.home.root, "work", "skills")
     await trio.to_thread.run_sync(clear_skill_files, skill_files)
-    skills = Library(SkillStore(core.kernel, blob_store(config.home)), files_root=skill_files)
+    # Sealed (session and peer) versions' files: outside the home, in memory
+    # (docs/adr/0060), cleared at start and at stop.
+    sealed_files = sealed_files_root(config.home.root)
+    await trio.to_thread.run_sync(clear_skill_files, sealed_files)
+    skills = Library(
+        SkillStore(core.kernel, blob_store(config.home)),
+        files_root=skill_files,
+        sealed_root=sealed_files,
+    )
     agent = Agent(
         core,
         plugins,

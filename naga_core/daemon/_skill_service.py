@@ -58,7 +58,7 @@ class SkillServicer:
     def _ref(self, name: str, scope: str) -> SkillRef:
         if scope:
             return self._store.need(scope, name)
-        hits = [r for r in self._store.refs() if r.name == name]
+        hits = [r for r in self._store.refs() if r.name == name and not r.forgotten]
         if not hits:
             raise SkillNotFound(f"no skill {name!r} in any scope")
         if len(hits) > 1 and not any(r.scope == GLOBAL for r in hits):
@@ -67,8 +67,19 @@ class SkillServicer:
         return next((r for r in hits if r.scope == GLOBAL), hits[0])
 
     def _summary(self, ref: SkillRef) -> skpb.SkillSummary:
+        uses, last = self._library.usage.uses.get(ref.key, (0, 0))
+        if ref.forgotten:  # listed as what it is now, never an error or a blank
+            return skpb.SkillSummary(
+                scope=ref.scope,
+                name=ref.name,
+                description=ref.name,
+                version=ref.commit.hex(),
+                archived=ref.archived,
+                pinned=ref.pinned,
+                uses=uses,
+                last_used_ns=last,
+            )
         version = self._store.version(ref.commit)
-        uses, last = self._library.usage.uses.get(f"{ref.scope}/{ref.name}", (0, 0))
         return skpb.SkillSummary(
             scope=ref.scope,
             name=ref.name,
@@ -138,7 +149,8 @@ class SkillServicer:
         seen: set[bytes] = set()
         scopes: dict[str, int] = {}
         for ref in refs:
-            seen.update(v.digest for v in self._store.ancestry(ref.commit))
+            if not ref.forgotten:
+                seen.update(v.digest for v in self._store.ancestry(ref.commit))
             scopes[ref.scope] = scopes.get(ref.scope, 0) + 1
         c = self._library.usage.counts
         return skpb.SkillStatsResponse(

@@ -88,7 +88,7 @@ from naga_core.scheduler import (
     ScheduleNotUnderstood,
     SchedulerError,
 )
-from naga_core.skills import SkillError, SkillNotFound, SkillRefused
+from naga_core.skills import SkillError, SkillForgotten, SkillNotFound, SkillRefused
 from naga_core.supervisor import SupervisorError
 from naga_core.wechat import (
     CredentialsInvalid,
@@ -205,6 +205,7 @@ STATUS_OF: Mapping[type[BaseException], tuple[Code, Refusal.ValueType]] = {
     WechatPeerUnknown: (Code.INVALID_ARGUMENT, R.REFUSAL_INVALID_REQUEST),
     WechatError: (Code.FAILED_PRECONDITION, R.REFUSAL_CONFIG),
     # the skill library
+    SkillForgotten: (Code.NOT_FOUND, R.REFUSAL_NOT_FOUND),
     SkillNotFound: (Code.NOT_FOUND, R.REFUSAL_NOT_FOUND),
     SkillRefused: (Code.INVALID_ARGUMENT, R.REFUSAL_INVALID_REQUEST),
     SkillError: (Code.FAILED_PRECONDITION, R.REFUSAL_KERNEL_STATE),

@@ -498,11 +498,12 @@ DEFAULT_SETTINGS: tuple[SettingSpec, ...] = (
     ),
     SettingSpec.choice(
         "skills.review",
-        "off",
+        "on",
         ("on", "off"),
         doc="on: after a turn that succeeded and used tools, one review call (of the turn's "
-        "budget) may propose a skill, judged before anything is written; a saved skill quotes "
-        "the turn and `naga memory forget` does not erase it (ADR 0044)",
+        "budget) may propose a skill, judged before anything is written; a session's or "
+        "peer's skill is sealed under its subject's key, so `naga memory forget` makes it "
+        "unreadable (ADR 0060)",
     ),
     SettingSpec.integer(
         "skills.review_min_tools",

@@ -128,6 +128,9 @@ class KeyRing:
         self._home = home
         self._master = master
         self._open: dict[str, tuple[str, bytes]] = {}
+        #: Moves with every destroy: a reader caching what it opened (the
+        #: skill library) drops its cache when it moves.
+        self.generation = 0
 
     @classmethod
     def of_home(cls, home: Home) -> KeyRing:
@@ -176,6 +179,7 @@ class KeyRing:
         except MemoryKeyError:
             got = None  # a broken key file is destroyed all the same
         self._open.pop(subject, None)
+        self.generation += 1
         path = subject_key_path(self._home, subject)
         try:
             os.unlink(path)

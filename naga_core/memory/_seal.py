@@ -25,6 +25,8 @@ import json
 import logging
 import os
 
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from google.protobuf.message import DecodeError
 
 from naga.v1 import agent_pb2 as apb
@@ -48,6 +50,8 @@ _TURN_DEK = b"naga-turn-dek v1\0"
 _TURN_TEXT = b"naga-turn-text v1\0"
 _BLOB_DEK = b"naga-blob-dek v1\0"
 _BLOB_DATA = b"naga-blob-data v1\0"
+_TEXT_DEK = b"naga-text-dek v1\0"
+_TEXT_DATA = b"naga-text-data v1\0"
 #: The TurnRecord fields that carry a person's words.
 _TEXT_FIELDS = ("text", "arguments_json", "result_json", "error", "error_message")
 
@@ -84,6 +88,59 @@ class Sealer:
             return None
         got = self._keys.current(subject)
         return got[0] if got is not None else None
+
+    @property
+    def generation(self) -> int:
+        """Moves with every forget (a key destroyed): what a reader opened
+        and cached before it may no longer be readable."""
+        return 0 if self._keys is None else self._keys.generation
+
+    def derived_key(self, subject: str, label: bytes, *, create: bool) -> bytes | None:
+        """A key for one use (``label`` names it) derived with HKDF-SHA256 from
+        ``subject``'s key (made on first use if ``create``); None if the
+        subject has no key (never had one, or was forgotten): what it keyed
+        can no longer be recomputed, so ids it made are unlinkable."""
+        if self._keys is None:
+            return None
+        got = self._keys.ensure(subject) if create else self._keys.current(subject)
+        if got is None:
+            return None
+        kek_id, kek = got
+        hkdf = HKDF(
+            algorithm=hashes.SHA256(),
+            length=KEY_BYTES,
+            salt=None,
+            info=label + b"\0" + kek_id.encode(),
+        )
+        return hkdf.derive(kek)
+
+    # --- short texts ------------------------------------------------------------------
+
+    def seal_text(self, subject: str, text: str, *context: str) -> slpb.SealedBox:
+        """``text`` sealed under ``subject``'s key, bound to ``context`` (the
+        record it sits in); an empty box when there is no key ring."""
+        if self._keys is None or not subject:
+            return slpb.SealedBox()
+        kek_id, kek = self._keys.ensure(subject)
+        dek = new_key()
+        box = slpb.SealedBox(subject=subject, kek_id=kek_id)
+        box.wrapped_key = seal(kek, dek, _aad(_TEXT_DEK, subject, kek_id, *context))
+        box.ciphertext = seal(dek, text.encode(), _aad(_TEXT_DATA, subject, kek_id, *context))
+        return box
+
+    def open_text(self, box: slpb.SealedBox, *context: str) -> str:
+        """What :meth:`seal_text` sealed, or :data:`FORGOTTEN` (its key is
+        gone) / :data:`UNREADABLE` (it does not open)."""
+        dek = self._data_key(box, _aad(_TEXT_DEK, box.subject, box.kek_id, *context), "text")
+        if isinstance(dek, str):
+            return dek
+        try:
+            raw = open_box(
+                dek, box.ciphertext, _aad(_TEXT_DATA, box.subject, box.kek_id, *context), "text"
+            )
+            return raw.decode()
+        except (MemoryKeyError, UnicodeDecodeError):
+            return UNREADABLE
 
     # --- turn records -----------------------------------------------------------------
 

@@ -9,8 +9,15 @@ and a rollback moves refs back while every version stays addressable.
 from naga_core.skills._curate import CurateAction
 from naga_core.skills._curate import apply as apply_curation
 from naga_core.skills._curate import plan as plan_curation
-from naga_core.skills._errors import Reason, SkillError, SkillNotFound, SkillRefused
+from naga_core.skills._errors import (
+    Reason,
+    SkillError,
+    SkillForgotten,
+    SkillNotFound,
+    SkillRefused,
+)
 from naga_core.skills._files import clear as clear_files
+from naga_core.skills._files import sealed_root as sealed_files_root
 from naga_core.skills._format import (
     FOLDERS,
     SKILL_FILE,
@@ -32,6 +39,7 @@ from naga_core.skills._library import (
     Offered,
     Usage,
     Viewed,
+    turn_detail,
 )
 from naga_core.skills._lint import (
     POISON_KINDS,
@@ -56,14 +64,21 @@ from naga_core.skills._sediment import (
 )
 from naga_core.skills._store import (
     ARCHIVED_FAMILY,
+    FORGOTTEN,
     GLOBAL,
+    KEYED,
+    NAME_KEY_LABEL,
     PINNED_FAMILY,
     REF_FAMILY,
+    UNREADABLE,
+    Sealing,
     SkillRef,
     SkillStore,
     Version,
     check_scope,
+    keyed_name,
     peer_scope,
+    scope_subject,
     session_scope,
 )
 from naga_core.skills._text import Bm25, cosine, weighted, words
@@ -72,14 +87,18 @@ __all__ = [
     "ARCHIVED_FAMILY",
     "AUTHORS",
     "FOLDERS",
+    "FORGOTTEN",
     "GLOBAL",
+    "KEYED",
     "MIN_SCORE",
+    "NAME_KEY_LABEL",
     "PINNED_FAMILY",
     "REF_FAMILY",
     "REVIEW_PROMPT",
     "REVIEW_SCHEMA",
     "REVIEW_TOOL",
     "SKILL_FILE",
+    "UNREADABLE",
     "TURN_KIND",
     "VIEW_SPEC",
     "VIEW_TOOL",
@@ -94,8 +113,10 @@ __all__ = [
     "Outcome",
     "Proposal",
     "Reason",
+    "Sealing",
     "SkillDoc",
     "SkillError",
+    "SkillForgotten",
     "SkillNotFound",
     "SkillRef",
     "SkillRefused",
@@ -114,6 +135,7 @@ __all__ = [
     "cosine",
     "digest_of",
     "judge_and_write",
+    "keyed_name",
     "near_duplicate",
     "parse",
     "peer_scope",
@@ -123,10 +145,13 @@ __all__ = [
     "POISON_KINDS",
     "read_dir",
     "render",
+    "scope_subject",
+    "sealed_files_root",
     "scopes_for",
     "session_scope",
     "similarity",
     "supported",
+    "turn_detail",
     "weighted",
     "words",
     "write_dir",

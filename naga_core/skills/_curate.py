@@ -44,10 +44,9 @@ def plan(
     actions: list[CurateAction] = []
     live: list[SkillRef] = []
     for ref in store.refs(archived=False):
-        if ref.pinned:
+        if ref.pinned or ref.forgotten:  # a forgotten one cannot be read, so not merged
             continue
-        key = f"{ref.scope}/{ref.name}"
-        last = max(uses.get(key, (0, 0))[1], store.version(ref.commit).commit.time_ns)
+        last = max(uses.get(ref.key, (0, 0))[1], store.version(ref.commit).commit.time_ns)
         idle = (now_ns - last) // _NS_PER_DAY
         if idle >= stale_days:
             actions.append(CurateAction("archive", ref.scope, ref.name, why=f"unused {idle} days"))
@@ -55,7 +54,7 @@ def plan(
             live.append(ref)
     taken: set[str] = set()
     docs = {f"{r.scope}/{r.name}": store.doc(store.version(r.commit)) for r in live}
-    ranked = sorted(live, key=lambda r: (-uses.get(f"{r.scope}/{r.name}", (0, 0))[0], r.name))
+    ranked = sorted(live, key=lambda r: (-uses.get(r.key, (0, 0))[0], r.name))
     for target in ranked:
         tkey = f"{target.scope}/{target.name}"
         if tkey in taken:

@@ -49,4 +49,9 @@ class SkillNotFound(NotFound, SkillError):
     """No such skill (in the scopes asked) or no such version."""
 
 
-__all__ = ["Reason", "SkillError", "SkillNotFound", "SkillRefused"]
+class SkillForgotten(SkillNotFound):
+    """A sealed skill object whose subject was forgotten (its key is gone),
+    or that does not open: nothing of it can be read any more."""
+
+
+__all__ = ["Reason", "SkillError", "SkillForgotten", "SkillNotFound", "SkillRefused"]

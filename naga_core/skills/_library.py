@@ -24,10 +24,10 @@ from naga.v1 import startparts_pb2 as sppb
 from naga_core.errors import BlobError
 from naga_core.ledger import Entry, Ledger, Record
 from naga_core.skills._errors import SkillError
-from naga_core.skills._files import folder_of, has_files, materialize
+from naga_core.skills._files import clear, folder_of, has_files, materialize
 from naga_core.skills._format import SKILL_FILE, SkillDoc
 from naga_core.skills._sediment import scopes_for
-from naga_core.skills._store import SkillRef, SkillStore, Version
+from naga_core.skills._store import Sealing, SkillRef, SkillStore, Version
 from naga_core.skills._text import Bm25, weighted
 
 log = logging.getLogger("naga.skills")
@@ -65,10 +65,9 @@ class Offered:
     name: str
     description: str
     score: float
-
-    @property
-    def key(self) -> str:
-        return f"{self.scope}/{self.name}"
+    #: Its ref's kernel key (a keyed id in a sealed scope): what the
+    #: ``skill.turn`` record names.
+    key: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,14 +102,15 @@ class Viewed:
 
 @dataclass(slots=True)
 class _Index:
-    epoch: tuple[int, int]
+    epoch: tuple[int, ...]
     refs: list[tuple[SkillRef, SkillDoc]]
     bm25: Bm25
 
 
 @dataclass(slots=True)
 class Usage:
-    """Views per skill (scope/name) and the last one's time, from the
+    """Views per skill (its ref's key: ``scope/name``, or a sealed scope's
+    ``scope/~<keyed id>``, never a sealed name) and the last one's time, from the
     ``skill.turn`` records; and the counts ``naga skill stats`` shows."""
 
     uses: dict[str, tuple[int, int]] = field(default_factory=dict[str, tuple[int, int]])
@@ -164,19 +164,24 @@ class Library:
         *,
         clock: Callable[[], int] = time.time_ns,
         files_root: str | None = None,
+        sealed_root: str | None = None,
     ) -> None:
         self.store = store
         #: Where viewed versions with scripts are written for ``shell.run``
         #: (None: they are not; naga_core.skills._files).
         self.files_root = files_root
+        #: Where sealed versions' files go instead: outside the home, on a
+        #: memory-backed file system (None: they are not written).
+        self.sealed_root = sealed_root
         self.usage = Usage()
         self._clock = clock
         self._indexes: dict[str, _Index] = {}
-        #: Version folders written under files_root by this library (the
-        #: core clears the root at start): no thread hop to find them again.
-        self._written: set[str] = set()
+        #: Version folders written by this library (the core clears the
+        #: roots at start), each with its sealing subject ('' for none): no
+        #: thread hop to find them again, and a forget knows which to remove.
+        self._written: dict[str, str] = {}
         self._scoped: dict[str, list[SkillRef]] = {}
-        self._scoped_epoch: tuple[int, int] | None = None
+        self._scoped_epoch: tuple[int, ...] | None = None
 
     def now_ns(self) -> int:
         return self._clock()
@@ -198,7 +203,8 @@ class Library:
         if self._scoped_epoch != epoch:
             self._scoped = {}
             for ref in self.store.refs(archived=False):
-                self._scoped.setdefault(ref.scope, []).append(ref)
+                if not ref.forgotten:  # a forgotten subject's skills are never offered
+                    self._scoped.setdefault(ref.scope, []).append(ref)
             self._scoped_epoch = epoch
             self._indexes = {}
         refs = self._scoped.get(scope)
@@ -232,7 +238,7 @@ class Library:
             for i, score in index.bm25.scores(text).items():
                 if score >= MIN_SCORE:
                     ref, doc = index.refs[i]
-                    hits.append(Offered(scope, ref.name, doc.description, score))
+                    hits.append(Offered(scope, ref.name, doc.description, score, ref.key))
         hits.sort(key=lambda o: -o.score)
         chosen: list[Offered] = []
         names: set[str] = set()
@@ -271,7 +277,7 @@ class Library:
             if blob is None:
                 files = ", ".join(e.path for e in version.tree.entries)
                 return Viewed.failed(f"{VIEW_TOOL}: skill {name} has no file {path!r} ({files})")
-            raw = self.store.blobs.get(blob)
+            raw = self.store.blob(blob)
         except SkillError as exc:
             return Viewed.failed(f"{VIEW_TOOL}: {exc}")
         try:
@@ -295,13 +301,13 @@ class Library:
                 f"e.g. sh {folder}/scripts/<file>"
             )
         text = json.dumps(result, ensure_ascii=False)
-        return Viewed(True, text, f"{ref.scope}/{ref.name}", folder)
+        return Viewed(True, text, ref.key, folder)
 
     async def files_of(self, version: Version) -> str:
         """The folder of ``version``'s files, read-only ('' if it has none
         besides SKILL.md or they cannot be written: logged). The first view
         of a version writes them, on a worker thread: not on the core's loop."""
-        root = self.files_root
+        root = self.sealed_root if version.subject else self.files_root
         if root is None or not has_files(version):
             return ""
         dest = folder_of(version, root)
@@ -312,8 +318,22 @@ class Library:
         except (OSError, SkillError, BlobError) as exc:
             log.warning("skills: version %s's files could not be written out: %s", dest, exc)
             return ""
-        self._written.add(dest)
+        self._written[dest] = version.subject
         return dest
+
+    def forgotten(self) -> None:
+        """A subject was forgotten: the folders of its versions' files go at
+        once (blocking, small: a forget is rare). A turn that still names
+        one finds it gone."""
+        sealer = self.store.sealer
+        for dest, subject in list(self._written.items()):
+            if subject and (sealer is None or sealer.key_id(subject) is None):
+                try:
+                    clear(dest)
+                except OSError as exc:
+                    log.warning("skills: %s could not be removed at a forget: %s", dest, exc)
+                    continue
+                del self._written[dest]
 
     async def files_of_commit(self, commit: bytes) -> str:
         """:meth:`files_of` the version ``commit`` names ('' if it is not
@@ -335,8 +355,11 @@ class Library:
         succeeded: bool,
         review: str,
         detail: str = "",
+        subject: str = "",
     ) -> Entry:
-        """The ``skill.turn`` record of a turn (fed to the usage as it is staged)."""
+        """The ``skill.turn`` record of a turn (fed to the usage as it is
+        staged). Skills are named by their refs' keys; with ``subject`` (the
+        turn's) and a sealer, the review's detail is sealed under it."""
         views = list(dict.fromkeys(viewed))
         turn = skpb.SkillTurn(
             session=session,
@@ -346,11 +369,28 @@ class Library:
             # Followed: loaded, and the turn then succeeded.
             followed=views if succeeded else [],
             review=review,
-            detail=detail[:2000],
             time_ns=self._clock(),
         )
+        sealer = self.store.sealer
+        if detail and subject and sealer is not None:
+            turn.sealed.CopyFrom(sealer.seal_text(subject, detail[:2000], *_context(turn)))
+        else:
+            turn.detail = detail[:2000]
         self.usage.see(turn)
         return Entry.of(TURN_KIND, turn.SerializeToString())
+
+
+def _context(turn: skpb.SkillTurn) -> tuple[str, ...]:
+    """What a record's sealed detail is bound to (its kind, session, turn)."""
+    return (TURN_KIND, turn.session, turn.turn_id)
+
+
+def turn_detail(sealer: Sealing, turn: skpb.SkillTurn) -> str:
+    """A ``skill.turn`` record's review detail, opened (or the marker
+    saying why it cannot be: forgotten, unreadable)."""
+    if not turn.HasField("sealed"):
+        return turn.detail
+    return sealer.open_text(turn.sealed, *_context(turn))
 
 
 __all__ = [
@@ -363,4 +403,5 @@ __all__ = [
     "Offered",
     "Usage",
     "Viewed",
+    "turn_detail",
 ]

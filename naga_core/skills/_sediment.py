@@ -141,8 +141,10 @@ def judge_and_write(
     peer: str,
     may_write: bool,
     threshold: float,
+    subject: str = "",
 ) -> Outcome:
-    """Apply the rules of the module doc; write (one effect) what passes."""
+    """Apply the rules of the module doc; write (one effect) what passes: a
+    new skill of a sealed scope is sealed under ``subject`` (the turn's)."""
     if proposal.action == "none":
         return Outcome("none", detail=proposal.reason)
     if not may_write:
@@ -191,7 +193,7 @@ def judge_and_write(
     reason = proposal.reason or "distilled from a successful turn"
     try:
         if action == "create":
-            store.create(scope, files, author="agent", reason=reason)
+            store.create(scope, files, author="agent", reason=reason, subject=subject)
             return Outcome("created", target, scope)
         head = store.need(scope, target)
         version = store.version(head.commit)
@@ -215,6 +217,8 @@ def _visible(store: SkillStore, session: str, peer: str) -> list[tuple[SkillRef,
     out: list[tuple[SkillRef, str, str]] = []
     for scope in scopes_for(session, peer):
         for ref in store.refs(scope, archived=False):
+            if ref.forgotten:
+                continue
             doc = store.doc(store.version(ref.commit))
             out.append((ref, doc.description, doc.body))
     return out

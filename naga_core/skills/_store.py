@@ -12,23 +12,43 @@ is still readable by its hash.
 Scopes: ``global``, ``session/<id>``, ``peer/<peer id>``. Skills the agent
 writes land in its session's or its peer's scope, never in global
 (promotion comes with shadow verification, SPEC L3).
+
+Sealed scopes (docs/adr/0060-seal17-sealed-skills.md): with a sealer,
+every object of a ``session/`` or ``peer/`` scope is stored as a sealed
+blob of its subject (content-addressed over the ciphertext, as the turns'
+blobs), and its name in kernel state is a keyed id (``~`` and an HMAC of
+the scope and name under a key derived from the subject's), so no state
+key, effect description or snapshot names it; the name is in the sealed
+commit. After the subject's forget its refs list as forgotten. ``global``
+(the owner's own library) stays plaintext.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from naga import values
 from naga.constants import SESSION_PATTERN
 from naga.v1 import kernel_pb2 as kpb
+from naga.v1 import sealed_pb2 as slpb
+from naga_core.errors import BlobError
 from naga_core.kernel import Kernel, Scalar
 from naga_core.ledger import BlobStore
-from naga_core.skills._errors import Reason, SkillNotFound, SkillRefused
-from naga_core.skills._format import SkillDoc, check_files, check_name, parse
-from naga_core.skills._objects import Commit, Tree, digest_of
+from naga_core.skills._errors import (
+    Reason,
+    SkillError,
+    SkillForgotten,
+    SkillNotFound,
+    SkillRefused,
+)
+from naga_core.skills._format import SkillDoc, check_files, check_name, check_path, parse
+from naga_core.skills._objects import Commit, Tree, TreeEntry
 
 REF_FAMILY = "skill.ref"
 ARCHIVED_FAMILY = "skill.archived"
@@ -37,6 +57,16 @@ GLOBAL = "global"
 _SESSION = re.compile(SESSION_PATTERN)
 _PEER = re.compile(r"[a-z][a-z0-9_-]*:\S+")
 _CACHE_MAX = 4096
+#: What a forgotten skill's name says (the words of naga_core.memory's
+#: FORGOTTEN: the same layer, so not imported; a test keeps them equal).
+FORGOTTEN = "[forgotten: the key of its subject was destroyed]"
+#: What a sealed skill that does not open says (memory's UNREADABLE).
+UNREADABLE = "[unreadable: its sealed text does not open]"
+#: The HKDF label of the key naming a subject's skills in kernel state.
+NAME_KEY_LABEL = b"naga-skill-name v1"
+#: What a keyed id starts with (a skill's name never does: check_name).
+KEYED = "~"
+_KEYED_HEX = 32
 
 
 def session_scope(session: str) -> str:
@@ -62,6 +92,45 @@ def check_scope(scope: str) -> str:
     return scope
 
 
+class Sealing(Protocol):
+    """What the store needs of naga_core.memory.Sealer (a part of the same
+    layer: given by the agent, never imported)."""
+
+    @property
+    def generation(self) -> int: ...
+
+    def seal_blob(self, subject: str, data: bytes) -> bytes: ...
+
+    def open_blob(self, data: bytes) -> bytes | None: ...
+
+    def blob_subject(self, data: bytes) -> str | None: ...
+
+    def derived_key(self, subject: str, label: bytes, *, create: bool) -> bytes | None: ...
+
+    def key_id(self, subject: str) -> str | None: ...
+
+    def seal_text(self, subject: str, text: str, *context: str) -> slpb.SealedBox: ...
+
+    def open_text(self, box: slpb.SealedBox, *context: str) -> str: ...
+
+
+def scope_subject(scope: str) -> str:
+    """The subject whose key seals a scope written with no turn naming one
+    (an owner's import): a peer's id, ``session:<id>``; "" for global."""
+    kind, _, rest = scope.partition("/")
+    if kind == "peer":
+        return rest
+    if kind == "session":
+        return f"session:{rest}"
+    return ""
+
+
+def keyed_name(key: bytes, scope: str, name: str) -> str:
+    """The keyed id of skill ``name`` of ``scope`` under a subject's name key."""
+    mac = hmac.new(key, f"{scope}\0{name}".encode(), hashlib.sha256).hexdigest()
+    return KEYED + mac[:_KEYED_HEX]
+
+
 def _key(scope: str, name: str) -> str:
     return f"{scope}/{name}"
 
@@ -73,13 +142,18 @@ def _split(key: str) -> tuple[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class SkillRef:
-    """Where a skill's ref points now."""
+    """Where a skill's ref points now. ``key`` is its kernel state key
+    (``<scope>/<name>``, or ``<scope>/~<keyed id>`` in a sealed scope), the
+    identity usage counts and ``skill.turn`` records use; ``forgotten``: its
+    sealed commit no longer opens (``name`` then says so, never '')."""
 
     scope: str
     name: str
     commit: bytes
     archived: bool
     pinned: bool
+    key: str = ""
+    forgotten: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,55 +163,142 @@ class Version:
     digest: bytes
     commit: Commit
     tree: Tree
+    #: Whose key sealed it ('' for a plaintext version).
+    subject: str = ""
 
 
 class SkillStore:
     """The library over one kernel and blob store. Writes are kernel effects:
-    in the core, call them inside ``Core.write``."""
+    in the core, call them inside ``Core.write``. With ``sealer`` (set by
+    the agent: the memory store's), session and peer scopes are sealed."""
 
     def __init__(
-        self, kernel: Kernel, blobs: BlobStore, *, clock: Callable[[], int] = time.time_ns
+        self,
+        kernel: Kernel,
+        blobs: BlobStore,
+        *,
+        clock: Callable[[], int] = time.time_ns,
+        sealer: Sealing | None = None,
     ) -> None:
         self.kernel = kernel
         self.blobs = blobs
+        self.sealer = sealer
         self._clock = clock
         self._versions: dict[bytes, Version] = {}
         self._docs: dict[bytes, SkillDoc] = {}
+        self._refs: list[SkillRef] = []
+        self._refs_epoch: tuple[int, ...] | None = None
+        self._generation = 0
+
+    # --- sealing --------------------------------------------------------------------
+
+    def sealed(self, scope: str) -> bool:
+        """Whether new skills of ``scope`` are sealed."""
+        return self.sealer is not None and scope != GLOBAL
+
+    def _fresh(self) -> None:
+        """Drop what was opened before a forget: it may not open now."""
+        generation = self.sealer.generation if self.sealer is not None else 0
+        if generation != self._generation:
+            self._versions.clear()
+            self._docs.clear()
+            self._refs_epoch = None
+            self._generation = generation
+
+    def _put(self, subject: str, data: bytes) -> bytes:
+        if subject and self.sealer is not None:
+            return self.blobs.put(self.sealer.seal_blob(subject, data))
+        return self.blobs.put(data)
+
+    def _get(self, digest: bytes) -> tuple[bytes, str]:
+        """An object's canonical bytes and whose key sealed it ('' if none)."""
+        raw = self.blobs.get(digest)
+        sealer = self.sealer
+        subject = sealer.blob_subject(raw) if sealer is not None else None
+        if sealer is None or subject is None:
+            return raw, ""
+        opened = sealer.open_blob(raw)
+        if opened is None:
+            raise SkillForgotten(f"skill object {digest.hex()[:12]} no longer opens")
+        return opened, subject
+
+    def blob(self, digest: bytes) -> bytes:
+        """A file's bytes by the digest its tree names (opened if sealed)."""
+        return self._get(digest)[0]
+
+    def _keyed(self, scope: str, name: str, subject: str) -> str:
+        assert self.sealer is not None
+        key = self.sealer.derived_key(subject, NAME_KEY_LABEL, create=True)
+        if key is None:  # a key ring with no master cannot seal: never in a core
+            raise SkillRefused(Reason.SCOPE_DENIED, f"no key to seal a skill of {scope}")
+        return _key(scope, keyed_name(key, scope, name))
 
     # --- reading -------------------------------------------------------------------
 
     @property
-    def epoch(self) -> tuple[int, int]:
-        """Moves with every change of a ref or an archive flag."""
-        return self.kernel.version(REF_FAMILY), self.kernel.version(ARCHIVED_FAMILY)
+    def epoch(self) -> tuple[int, ...]:
+        """Moves with every change of a ref or an archive flag, and at a forget."""
+        self._fresh()
+        return (
+            self.kernel.version(REF_FAMILY),
+            self.kernel.version(ARCHIVED_FAMILY),
+            self._generation,
+        )
 
-    def refs(self, scope: str | None = None, *, archived: bool = True) -> list[SkillRef]:
+    def _all(self) -> list[SkillRef]:
+        """Every ref, names opened (cached until a ref, flag or key moves)."""
+        epoch = (*self.epoch, self.kernel.version(PINNED_FAMILY))
+        if self._refs_epoch == epoch:
+            return self._refs
         state = self.kernel.state
         out: list[SkillRef] = []
         for key, value in sorted(state.family(REF_FAMILY).items()):
             s, name = _split(key)
-            if scope is not None and s != scope:
-                continue
-            is_archived = state.get((ARCHIVED_FAMILY, key)) is True
-            if is_archived and not archived:
-                continue
             assert isinstance(value, bytes)
+            is_archived = state.get((ARCHIVED_FAMILY, key)) is True
             pinned = state.get((PINNED_FAMILY, key)) is True
-            out.append(SkillRef(s, name, value, is_archived, pinned))
+            forgotten = False
+            if name.startswith(KEYED):
+                try:
+                    commit = self.version(value).commit
+                    name = commit.name if commit.scope == s else UNREADABLE
+                    forgotten = commit.scope != s
+                except SkillForgotten:
+                    name, forgotten = FORGOTTEN, True
+                except (SkillError, BlobError):
+                    name, forgotten = UNREADABLE, True
+            out.append(SkillRef(s, name, value, is_archived, pinned, key, forgotten))
+        self._refs, self._refs_epoch = out, epoch
         return out
+
+    def refs(self, scope: str | None = None, *, archived: bool = True) -> list[SkillRef]:
+        """The refs (of ``scope``), forgotten ones included: a caller that
+        reads their versions skips ``forgotten``."""
+        return [
+            r
+            for r in self._all()
+            if (scope is None or r.scope == scope) and (archived or not r.archived)
+        ]
 
     def ref(self, scope: str, name: str) -> SkillRef | None:
         key = _key(check_scope(scope), check_name(name))
         state = self.kernel.state
         value = state.get((REF_FAMILY, key))
         if not isinstance(value, bytes):
-            return None
+            if scope == GLOBAL:
+                return None
+            # A sealed scope's refs are keyed ids: found by their opened names.
+            return next(
+                (r for r in self._all() if r.scope == scope and r.name == name and not r.forgotten),
+                None,
+            )
         return SkillRef(
             scope,
             name,
             value,
             state.get((ARCHIVED_FAMILY, key)) is True,
             state.get((PINNED_FAMILY, key)) is True,
+            key,
         )
 
     def need(self, scope: str, name: str) -> SkillRef:
@@ -155,26 +316,29 @@ class SkillStore:
         raise SkillNotFound(f"no skill {name!r} in {', '.join(scopes) or 'no scope'}")
 
     def version(self, digest: bytes) -> Version:
+        self._fresh()
         cached = self._versions.get(digest)
         if cached is not None:
             return cached
-        commit = Commit.decode(self.blobs.get(digest))
-        found = Version(digest, commit, Tree.decode(self.blobs.get(commit.tree)))
+        raw, subject = self._get(digest)
+        commit = Commit.decode(raw)
+        found = Version(digest, commit, Tree.decode(self._get(commit.tree)[0]), subject)
         if len(self._versions) >= _CACHE_MAX:
             self._versions.clear()
         self._versions[digest] = found
         return found
 
     def files(self, version: Version) -> dict[str, bytes]:
-        return {e.path: self.blobs.get(e.blob) for e in version.tree.entries}
+        return {e.path: self.blob(e.blob) for e in version.tree.entries}
 
     def doc(self, version: Version) -> SkillDoc:
         """What a version's SKILL.md says (immutable, so cached by its blob)."""
+        self._fresh()
         blob = version.tree.blob("SKILL.md")
         assert blob is not None
         cached = self._docs.get(blob)
         if cached is None:
-            cached = parse(self.blobs.get(blob))
+            cached = parse(self.blob(blob))
             if len(self._docs) >= _CACHE_MAX:
                 self._docs.clear()
             self._docs[blob] = cached
@@ -208,23 +372,39 @@ class SkillStore:
             raise SkillRefused(Reason.CONFLICT, f"{prefix} names {len(hits)} versions: give more")
         return hits[0]
 
+    def same_files(
+        self, version: Version, files: Mapping[str, bytes], executable: frozenset[str]
+    ) -> bool:
+        """Whether ``version`` holds exactly ``files`` (a sealed tree names
+        ciphertexts, fresh at each seal: compared by what they open to)."""
+        if {e.path for e in version.tree.entries} != set(files):
+            return False
+        if version.tree.executable != executable & set(files):
+            return False
+        return self.files(version) == dict(files)
+
     # --- writing (each one kernel effect) ----------------------------------------------
+
+    def _tree(self, subject: str, files: Mapping[str, bytes], executable: frozenset[str]) -> bytes:
+        """Store ``files`` and their tree; the tree's digest."""
+        entries = tuple(
+            TreeEntry(check_path(p), self._put(subject, files[p]), p in executable)
+            for p in sorted(files)
+        )
+        return self._put(subject, Tree(entries).encode())
 
     def _commit(
         self,
         scope: str,
         name: str,
-        tree: Tree,
-        datas: Iterable[bytes],
+        tree_digest: bytes,
         parents: Sequence[bytes],
         *,
+        subject: str,
         author: str,
         reason: str,
         action: str,
     ) -> bytes:
-        for data in datas:
-            self.blobs.put(data)
-        tree_digest = self.blobs.put(tree.encode())
         commit = Commit.make(
             tree=tree_digest,
             parents=parents,
@@ -235,7 +415,7 @@ class SkillStore:
             action=action,
             time_ns=self._clock(),
         )
-        return self.blobs.put(commit.encode())
+        return self._put(subject, commit.encode())
 
     def _journal(self, ops: Sequence[tuple[str, str, Scalar | None]], description: str) -> int:
         forward: list[kpb.SetOp] = []
@@ -254,6 +434,11 @@ class SkillStore:
                 "the agent writes skills into its session's or peer's scope, never global",
             )
 
+    def _said(self, scope: str, plain: str, sealed: str) -> str:
+        """An effect's description: ``sealed`` (naming no skill, quoting no
+        reason) for a sealed scope's change, else ``plain``."""
+        return sealed if self.sealed(scope) else plain
+
     def create(
         self,
         scope: str,
@@ -262,7 +447,10 @@ class SkillStore:
         *,
         author: str,
         reason: str,
+        subject: str = "",
     ) -> SkillRef:
+        """A new skill; in a sealed scope sealed under ``subject`` (the
+        writing turn's; default :func:`scope_subject`)."""
         check_scope(scope)
         self._check_writer(scope, author)
         doc = check_files(files)
@@ -271,13 +459,19 @@ class SkillStore:
                 Reason.CONFLICT,
                 f"skill {doc.name} exists in {scope}: patch it (or restore it) instead",
             )
-        tree = Tree.of(files, executable)
+        who = (subject or scope_subject(scope)) if self.sealed(scope) else ""
+        key = self._keyed(scope, doc.name, who) if who else _key(scope, doc.name)
+        tree = self._tree(who, files, executable)
         digest = self._commit(
-            scope, doc.name, tree, files.values(), (), author=author, reason=reason, action="create"
+            scope, doc.name, tree, (), subject=who, author=author, reason=reason, action="create"
         )
         self._journal(
-            [(REF_FAMILY, _key(scope, doc.name), digest)],
-            f"skill {doc.name} created in {scope} by the {author}: {reason}",
+            [(REF_FAMILY, key, digest)],
+            self._said(
+                scope,
+                f"skill {doc.name} created in {scope} by the {author}: {reason}",
+                f"a sealed skill created in {scope} by the {author}",
+            ),
         )
         return self.need(scope, doc.name)
 
@@ -300,22 +494,28 @@ class SkillStore:
             raise SkillRefused(
                 Reason.CONFLICT, f"a patch of {name} may not rename it (SKILL.md says {doc.name})"
             )
-        tree = Tree.of(files, executable)
-        if digest_of(tree.encode()) == self.version(head.commit).commit.tree:
+        current = self.version(head.commit)
+        if self.same_files(current, files, executable):
             raise SkillRefused(Reason.UNCHANGED, f"the patch leaves skill {name} as it is")
+        # A skill keeps its form: a sealed head's versions are sealed under its subject.
+        tree = self._tree(current.subject, files, executable)
         digest = self._commit(
             scope,
             name,
             tree,
-            files.values(),
             (head.commit,),
+            subject=current.subject,
             author=author,
             reason=reason,
             action="patch",
         )
         self._journal(
-            [(REF_FAMILY, _key(scope, name), digest)],
-            f"skill {name} in {scope} patched by the {author}: {reason}",
+            [(REF_FAMILY, head.key, digest)],
+            self._said(
+                scope,
+                f"skill {name} in {scope} patched by the {author}: {reason}",
+                f"a sealed skill in {scope} patched by the {author}",
+            ),
         )
         return self.need(scope, name)
 
@@ -327,8 +527,12 @@ class SkillStore:
         if now == on:
             raise SkillRefused(Reason.UNCHANGED, f"skill {name} in {scope} is {what} already")
         return self._journal(
-            [(family, _key(scope, name), True if on else None)],
-            f"skill {name} in {scope} {what} by the {by}: {reason}",
+            [(family, ref.key, True if on else None)],
+            self._said(
+                scope,
+                f"skill {name} in {scope} {what} by the {by}: {reason}",
+                f"a sealed skill in {scope} {what} by the {by}",
+            ),
         )
 
     def archive(self, scope: str, name: str, *, author: str, reason: str) -> int:
@@ -348,21 +552,29 @@ class SkillStore:
         self._check_writer(scope, author)
         head = self.need(scope, name)
         target = self.resolve(scope, name, to)
-        if target.commit.tree == self.version(head.commit).commit.tree:
+        current = self.version(head.commit)
+        to_hex = target.digest.hex()[:12]
+        if target.commit.tree == current.commit.tree or self.same_files(
+            current, self.files(target), target.tree.executable
+        ):
             raise SkillRefused(Reason.UNCHANGED, f"skill {name} already has {to}'s files")
         digest = self._commit(
             scope,
             name,
-            target.tree,
-            (),
+            target.commit.tree,
             (head.commit,),
+            subject=current.subject,
             author=author,
             reason=reason or f"revert to {target.digest.hex()[:12]}",
             action="revert",
         )
         self._journal(
-            [(REF_FAMILY, _key(scope, name), digest)],
-            f"skill {name} in {scope} reverted to {target.digest.hex()[:12]} by the {author}",
+            [(REF_FAMILY, head.key, digest)],
+            self._said(
+                scope,
+                f"skill {name} in {scope} reverted to {to_hex} by the {author}",
+                f"a sealed skill in {scope} reverted to {to_hex} by the {author}",
+            ),
         )
         return self.need(scope, name)
 
@@ -392,28 +604,39 @@ class SkillStore:
             src = self.need(s, n)
             heads.append(src.commit)
             if not src.archived:
-                ops.append((ARCHIVED_FAMILY, _key(s, n), True))
-        tree = Tree.of(files, executable)
+                ops.append((ARCHIVED_FAMILY, src.key, True))
+        subject = self.version(head.commit).subject
+        tree = self._tree(subject, files, executable)
         digest = self._commit(
-            scope, name, tree, files.values(), heads, author=author, reason=reason, action="merge"
+            scope, name, tree, heads, subject=subject, author=author, reason=reason, action="merge"
         )
         merged = ", ".join(f"{s}/{n}" for s, n in sources)
         self._journal(
-            [(REF_FAMILY, _key(scope, name), digest), *ops],
-            f"skills {merged} merged into {name} in {scope} by the {author}: {reason}",
+            [(REF_FAMILY, head.key, digest), *ops],
+            self._said(
+                scope,
+                f"skills {merged} merged into {name} in {scope} by the {author}: {reason}",
+                f"{len(sources)} sealed skills merged into one in {scope} by the {author}",
+            ),
         )
         return self.need(scope, name)
 
 
 __all__ = [
     "ARCHIVED_FAMILY",
+    "FORGOTTEN",
     "GLOBAL",
+    "KEYED",
+    "NAME_KEY_LABEL",
     "PINNED_FAMILY",
     "REF_FAMILY",
+    "Sealing",
     "SkillRef",
     "SkillStore",
     "Version",
     "check_scope",
+    "keyed_name",
     "peer_scope",
+    "scope_subject",
     "session_scope",
 ]

@@ -16,7 +16,14 @@ executor and provider plugin, and the real CLI:
   words were, the other subject's still work, after a restart of the core
   too; the forget is an irreversible effect in a rollback's dry run,
   ``naga ledger verify`` passes on the stopped home, and no key on disk
-  opens the forgotten subject's old records or blobs.
+  opens the forgotten subject's old records or blobs;
+* with the skills' review on (its default), each subject's first turn is
+  reviewed and the fake model's review distils a skill quoting the
+  subject's canary (in its name, description and body) into the subject's
+  scope: sealed under its key (docs/adr/0060), named in kernel state by a
+  keyed id, so the whole-home search finds it nowhere; after the forget
+  the peer's skill lists as forgotten, its objects open with no key on
+  disk, and the owner's still reads.
 """
 
 from __future__ import annotations
@@ -33,12 +40,14 @@ from typing import Any
 import pytest
 
 from naga.v1 import agent_pb2 as apb
+from naga.v1 import skills_pb2 as skpb
 from naga_core._home import Home
 from naga_core._store import blob_store, open_ledger, projection_path
 from naga_core.agent import AgentConfig
 from naga_core.cli import main
 from naga_core.memory import FORGOTTEN, Sealer, subject_key_path
 from naga_core.plugins import PluginsConfig
+from naga_core.skills import TURN_KIND
 from tests.agent.conftest import PLUGINS, TUNING, ServerThread, final, write_providers
 from tests.canary_helpers import holds
 from tests.daemon.conftest import core_in_thread
@@ -65,6 +74,47 @@ def _write(text: str) -> Reply:
 
 def _turn(c: Any, session: str, text: str, peer: str = "") -> Any:
     return final(list(c.run_turn(session, text, uuid.uuid4().hex, peer=peer, timeout=READY_S * 2)))
+
+
+def _skill_name(canary: str) -> str:
+    return f"{canary}-recall"
+
+
+def _review(canary: str, said: str) -> Reply:
+    """The review's answer: a skill quoting the subject's canary everywhere."""
+    proposal = {
+        "action": "create",
+        "name": _skill_name(canary),
+        "description": f"Recall {canary}. Use when the person asks about {canary}.",
+        "body": f"1. Answer with `{canary}`.\n",
+        "evidence": [said],
+        "reason": f"the turn saved {canary}",
+    }
+    return Reply.answer(tool_calls=(("r1", "skill_review", json.dumps(proposal)),))
+
+
+def _reviewed_turn(c: Any, session: str, text: str, peer: str = "") -> None:
+    """A turn, then its skill.turn record (written after the reply, once
+    the review is done): the next turn's script is not the review's."""
+    events = c.subscribe(c.head().size, kinds=[TURN_KIND], timeout=READY_S * 2)
+    try:
+        _turn(c, session, text, peer)
+        for event in events:
+            if event.HasField("record"):
+                turn = skpb.SkillTurn.FromString(event.record.payload)
+                if turn.session == session:
+                    assert turn.review == "created", turn
+                    assert not turn.detail, turn  # sealed under the subject
+                    return
+    finally:
+        events.cancel()
+    raise AssertionError(f"no skill.turn record for {session}")
+
+
+def _skills(capsys: pytest.CaptureFixture[str], home: str) -> dict[str, dict[str, Any]]:
+    code, listed = _naga(capsys, home, "skill", "list", "--all")
+    assert code == 0, listed
+    return {s["scope"]: s for s in listed["skills"]}
 
 
 def _locate(home: Home, canary: str) -> set[str]:
@@ -133,6 +183,19 @@ def _forgotten_log(capsys: pytest.CaptureFixture[str], home: str) -> None:
     assert OWNER_CANARY in previews["canary-owner-1"], previews
 
 
+def _skills_after_forget(capsys: pytest.CaptureFixture[str], home: str, version: str) -> None:
+    """The forgotten peer's skill lists as forgotten (never an error, never
+    blank); the owner's still reads, by name too."""
+    skills = _skills(capsys, home)
+    gone = skills[f"peer/{PEER}"]
+    assert (gone["name"], gone["description"], gone["version"]) == (FORGOTTEN, FORGOTTEN, version)
+    assert skills["session/canary-owner-1"]["name"] == _skill_name(OWNER_CANARY)
+    code, shown = _naga(capsys, home, "skill", "show", _skill_name(OWNER_CANARY))
+    assert code == 0, shown
+    code, missing = _naga(capsys, home, "skill", "show", _skill_name(PEER_CANARY))
+    assert code != 0, missing
+
+
 def _no_key_opens(h: Home) -> None:
     """Every turn record holding text is sealed; the forgotten peer's first
     session's records and blobs open with no key on disk (its new key, made
@@ -182,14 +245,28 @@ def test_canaries_forget_and_verify(
         with core_in_thread(home, plugins=config, agent=AGENT) as core:
             with core.client() as c:
                 c.set_trust(PEER, "known", by_owner=True, reason="canary test")
+                # One tool call is enough for a review here (its default is on).
+                c.set_setting("skills.review_min_tools", 1)
+                said = f"My locker code word is {OWNER_CANARY}"
                 model_server.script(
-                    _write(f"The owner's locker code word is {OWNER_CANARY}"), Reply.answer("Ok.")
+                    _write(f"The owner's locker code word is {OWNER_CANARY}"),
+                    Reply.answer("Ok."),
+                    _review(OWNER_CANARY, said),
                 )
-                _turn(c, "canary-owner-1", f"My locker code word is {OWNER_CANARY}.")
+                _reviewed_turn(c, "canary-owner-1", f"{said}.")
+                said = f"My bike is named {PEER_CANARY}"
                 model_server.script(
-                    _write(f"The peer's bike is named {PEER_CANARY}"), Reply.answer("Ok.")
+                    _write(f"The peer's bike is named {PEER_CANARY}"),
+                    Reply.answer("Ok."),
+                    _review(PEER_CANARY, said),
                 )
-                _turn(c, "canary-peer-1", f"My bike is named {PEER_CANARY}.", peer=PEER)
+                _reviewed_turn(c, "canary-peer-1", f"{said}.", peer=PEER)
+                skills = _skills(capsys, home)
+                owner_skill = skills["session/canary-owner-1"]
+                peer_skill = skills[f"peer/{PEER}"]
+                assert owner_skill["name"] == _skill_name(OWNER_CANARY)
+                assert peer_skill["name"] == _skill_name(PEER_CANARY)
+                assert PEER_CANARY in peer_skill["description"]
 
                 code, listed = _naga(capsys, home, "memory", "list")
                 assert code == 0
@@ -210,6 +287,7 @@ def test_canaries_forget_and_verify(
 
                 code, forgot = _naga(capsys, home, "memory", "forget", PEER)
                 assert (code, forgot["items"]) == (0, 1)
+                _skills_after_forget(capsys, home, peer_skill["version"])
                 code, shown = _naga(capsys, home, "memory", "show", peer_item)
                 assert shown["item"]["forgotten"] is True
                 assert shown["item"]["text"] is None
@@ -258,6 +336,7 @@ def test_canaries_forget_and_verify(
                 code, shown = _naga(capsys, home, "memory", "show", peer_item)
                 assert shown["item"]["forgotten"] is True
                 _forgotten_log(capsys, home)
+                _skills_after_forget(capsys, home, peer_skill["version"])
                 c.shutdown("canary test done")
             assert not again.join().failed
         verify_home(home)
@@ -269,5 +348,10 @@ def test_canaries_forget_and_verify(
             places = _locate(h, canary)
             assert places == set(), (canary, sorted(places))
         _no_key_opens(h)
+        # The peer's skill: no key on disk opens any of its objects.
+        sealed = blob_store(h).get(bytes.fromhex(peer_skill["version"]))
+        assert Sealer.reader(h).open_blob(sealed) is None
+        owned = blob_store(h).get(bytes.fromhex(owner_skill["version"]))
+        assert Sealer.reader(h).open_blob(owned) is not None
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -51,7 +51,7 @@ from tests.crash._webchat import records as records_of
 from tests.crash.test_turn_recovery import TURN_S, Sender
 from tests.crash.test_turn_recovery import _until as until  # pyright: ignore[reportPrivateUsage]
 from tests.daemon.conftest import REPO, CoreProcess, start_core_process
-from tests.fakes.model_server import FakeModelServer, Reply
+from tests.fakes.model_server import FakeModelServer, Reply, is_review
 from tests.ledger_helpers import verify_home
 
 EDIT = ("call_e", "fs__edit", json.dumps({"path": "f.txt", "old": "x", "new": "xy"}))
@@ -231,7 +231,9 @@ def test_a_turn_killed_in_its_tool_step_is_undone_and_finished(
             # Answered calls are replayed, not undone and run again; the
             # write in flight had changed nothing.
             assert "undo of effect" not in text, text
-            after = [r.json()["messages"] for r in server.requests[asked:]]
+            # The turn's own calls: its review (on by default, ADR 0060)
+            # follows the reply.
+            after = [r.json()["messages"] for r in server.requests[asked:] if not is_review(r)]
             results = [
                 {m.get("tool_call_id") for m in ms if m.get("role") == "tool"} for ms in after
             ]

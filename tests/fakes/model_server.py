@@ -266,6 +266,13 @@ class FakeModelServer:
                     reply = Reply.error(400, f"fake model server (strict): {why}")
                 elif answer is not None:
                     reply = answer
+                elif is_review(recorded) and not (
+                    self._replies and _answers_review(self._replies[0])
+                ):
+                    # A skills review (on by default, ADR 0060) that the test
+                    # did not script: "nothing", its usual answer, without
+                    # taking the reply scripted for whatever comes next.
+                    reply = _NOTHING_TO_REVIEW
                 elif not self._replies:
                     self.unexpected.append(recorded)
                     reply = Reply.error(
@@ -438,3 +445,21 @@ async def open_model_server(
             yield server
         finally:
             nursery.cancel_scope.cancel()
+
+
+#: The review tool's name (naga_core.skills.REVIEW_TOOL).
+_REVIEW_TOOL = "skill_review"
+_NOTHING_TO_REVIEW = Reply.answer(tool_calls=(("review-none", _REVIEW_TOOL, '{"action": "none"}'),))
+
+
+def is_review(recorded: Recorded) -> bool:
+    """A skills review's model call: its tool choice names the review tool."""
+    try:
+        choice = recorded.json().get("tool_choice")
+    except ValueError:
+        return False
+    return choice is not None and _REVIEW_TOOL in json.dumps(choice)
+
+
+def _answers_review(reply: Reply) -> bool:
+    return any(name == _REVIEW_TOOL for _id, name, _args in reply.tool_calls)

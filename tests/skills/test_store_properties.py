@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from naga_core.kernel import replay
+from naga_core.memory import is_sealed_blob
 from naga_core.skills import (
     REF_FAMILY,
     Commit,
@@ -48,18 +49,29 @@ def _refs(store: SkillStore) -> list[tuple[str, str, bytes, bool, bool]]:
     return [(r.scope, r.name, r.commit, r.archived, r.pinned) for r in store.refs()]
 
 
+def _stored(store: SkillStore, digest: bytes) -> bytes:
+    """An object's canonical bytes, checked: its address is the SHA-256 of
+    the bytes stored (a sealed scope's ciphertext), and those open to it."""
+    raw = store.blobs.get(digest)
+    assert hashlib.sha256(raw).digest() == digest
+    if not is_sealed_blob(raw):
+        return raw
+    assert store.sealer is not None
+    opened = store.sealer.open_blob(raw)
+    assert opened is not None
+    return opened
+
+
 def _check_addressable(store: SkillStore, made: set[bytes]) -> None:
     for digest in made:
-        raw = store.blobs.get(digest)
-        assert hashlib.sha256(raw).digest() == digest
+        raw = _stored(store, digest)
         commit = Commit.decode(raw)
         assert commit.encode() == raw  # canonical: one byte string per commit
-        tree_raw = store.blobs.get(commit.tree)
-        assert hashlib.sha256(tree_raw).digest() == commit.tree
+        tree_raw = _stored(store, commit.tree)
         tree = Tree.decode(tree_raw)
         assert tree.encode() == tree_raw
         for entry in tree.entries:
-            assert hashlib.sha256(store.blobs.get(entry.blob)).digest() == entry.blob
+            _stored(store, entry.blob)
         for parent in commit.parents:
             assert parent in made
 
@@ -89,11 +101,12 @@ def _apply(store: SkillStore, kind: str, scope: str, name: str, n: int) -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(op, min_size=1, max_size=14))
+@given(st.lists(op, min_size=1, max_size=14), st.booleans())
 def test_any_history_keeps_versions_addressable_and_rollback_restores_refs(
-    ops: list[tuple[str, str, str, int]],
+    ops: list[tuple[str, str, str, int]], sealed: bool
 ) -> None:
-    with tempfile.TemporaryDirectory() as d, open_store(d) as store:
+    """Sealed or not (session and peer scopes under their subjects' keys)."""
+    with tempfile.TemporaryDirectory() as d, open_store(d, sealed=sealed) as store:
         kernel = store.kernel
         points: list[tuple[int, list[tuple[str, str, bytes, bool, bool]]]] = [(-1, [])]
         made: set[bytes] = set()

@@ -15,7 +15,7 @@ import pytest
 from naga.sdk import Client
 from naga.v1 import skills_pb2 as skpb
 from naga.v1 import turn_pb2 as tpb
-from naga_core.skills import render
+from naga_core.skills import render, sealed_files_root
 from tests.fakes.model_server import Reply
 from tests.tools._turns import model_name, results
 from tests.tools.conftest import ToolsCore
@@ -111,3 +111,45 @@ def test_a_turn_that_did_not_view_the_skill_cannot_see_its_files(
     assert "script-ran" not in text, text
     assert "ls=0" not in text, text
     assert "sh=0" not in text, text
+
+
+def test_a_sealed_skills_files_are_written_outside_the_home_and_still_run(
+    tools_core: ToolsCore, owner: Client
+) -> None:
+    """A session's skill is sealed (docs/adr/0060): its files, plaintext once
+    written out, go to a memory-backed folder outside $NAGA_HOME, and its
+    script runs read-only there as a global skill's does."""
+    session = "sealed-" + uuid.uuid4().hex[:8]
+    skill_md = render(
+        "add-up-sealed",
+        "Add up the sealed figures. Use when the owner asks for a sealed total.",
+        "Run scripts/total.sh; it writes total.txt.\n",
+    )
+    done = owner.call(
+        "/naga.v1.SkillService/Import",
+        skpb.ImportSkillRequest(
+            scope=f"session/{session}",
+            files=[
+                skpb.SkillFile(path="SKILL.md", data=skill_md),
+                skpb.SkillFile(path="scripts/total.sh", data=_SCRIPT, executable=True),
+            ],
+            reason="test",
+        ),
+        skpb.SkillChangeResponse,
+    )
+    folder = os.path.join(sealed_files_root(tools_core.home), done.skill.version)
+    tools_core.model.script(
+        _calls(("skill.view", {"name": "add-up-sealed"})),
+        _calls(("shell.run", {"command": f"sh {folder}/scripts/total.sh", "timeout_s": 20})),
+        Reply.answer("done"),
+    )
+    events = list(owner.run_turn(session, "What is the total?", uuid.uuid4().hex, timeout=120))
+    viewed, ran = results(events)
+    assert viewed.ok, viewed.error
+    assert json.loads(viewed.result_json)["dir"] == folder
+    assert not os.path.realpath(folder).startswith(os.path.realpath(tools_core.home) + os.sep)
+    assert ran.ok, ran.error
+    assert "script-ran" in str(json.loads(ran.result_json)["output"])
+    assert not os.path.exists(os.path.join(tools_core.home, "work", "skills", done.skill.version))
+    with open(os.path.join(folder, "scripts", "total.sh"), "rb") as f:
+        assert f.read() == _SCRIPT
