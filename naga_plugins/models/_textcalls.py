@@ -97,41 +97,18 @@ def extract_text_tool_calls(
         found.extend(calls)
         position = rest
     if not found:
-        return _leading_calls(text, tools)
+        stripped = text.strip()
+        if stripped.startswith(("{", "[")):
+            try:
+                value = json.loads(stripped)
+            except ValueError:
+                return text, []
+            calls = _as_calls(value, tools)
+            if calls is not None:
+                return "", _tool_calls(calls)
+        return text, []
     kept.append(text[position:])
     return "".join(kept).strip(), _tool_calls(found)
-
-
-def _leading_calls(text: str, tools: Collection[str]) -> tuple[str, list[model_pb2.ToolCall]]:
-    """A reply that opens with bare call objects: the calls, and the text
-    after them. The embedded 0.5B model writes one and then, often, a JSON
-    guess of the tool's answer (``{"response": ...}``) with prose built on
-    that guess: from the first such value on, the rest is dropped, since the
-    tool's real answer replaces it. A reply whose first value is no call is
-    left alone."""
-    found: list[tuple[str, str]] = []
-    position = _skip_space(text, 0)
-    while position < len(text) and text[position] in "{[":
-        try:
-            value, end = _DECODER.raw_decode(text, position)
-        except ValueError:
-            break
-        calls = _as_calls(value, tools)
-        if calls is None:
-            if not found:
-                return text, []
-            return "", _tool_calls(found)  # a guessed answer: it and what follows go
-        found.extend(calls)
-        position = _skip_space(text, end)
-    if not found:
-        return text, []
-    return text[position:].strip(), _tool_calls(found)
-
-
-def _skip_space(text: str, position: int) -> int:
-    while position < len(text) and text[position].isspace():
-        position += 1
-    return position
 
 
 def _tool_calls(calls: list[tuple[str, str]]) -> list[model_pb2.ToolCall]:

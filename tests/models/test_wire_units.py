@@ -175,50 +175,10 @@ def test_several_text_calls_and_the_text_around_them() -> None:
     ]
 
 
-_NO_ARGS: dict[str, object] = {}
-_LEADING: list[tuple[str, str, list[tuple[str, dict[str, object]]]]] = [
-    # What the embedded model answered to "what time is it now?": a call,
-    # then its own guess of the tool's answer.
-    (
-        '{"name": "get_time", "arguments": "{\\"tz\\":\\"CET\\"}"}\n'
-        '{"response": {"content": "10:00"}}',
-        "",
-        [("get_time", {"tz": "CET"})],
-    ),
-    (
-        '{"name": "get_time", "arguments": {}}\n{"response": "10:00"}\nIt is ten.',
-        "",
-        [("get_time", _NO_ARGS)],
-    ),
-    (
-        '{"name": "get_time", "arguments": {}}\n{"name": "get_weather", "arguments": {}}',
-        "",
-        [("get_time", _NO_ARGS), ("get_weather", _NO_ARGS)],
-    ),
-    (
-        '  {"name": "get_weather", "arguments": {"city": "Oslo"}} Checking Oslo.',
-        "Checking Oslo.",
-        [("get_weather", {"city": "Oslo"})],
-    ),
-]
-
-
-@pytest.mark.parametrize(("text", "rest", "calls"), _LEADING)
-def test_a_reply_that_opens_with_calls_is_those_calls(
-    text: str, rest: str, calls: list[tuple[str, dict[str, object]]]
-) -> None:
-    got_rest, got = extract_text_tool_calls(text, {"get_weather", "get_time"})
-    assert got_rest == rest
-    assert [(c.name, json.loads(c.arguments_json)) for c in got] == calls
-
-
 @pytest.mark.parametrize(
     "text",
     [
         "no json here",
-        '{"response": "10:00"}\n{"name": "get_weather", "arguments": {}}',  # no call first
-        'It is {"name": "get_weather", "arguments": {}}',  # prose first
-        '{"name": "get_weather", "arguments": {}',  # unterminated
         '{"name": "get_weather", "arguments": [1, 2]}',  # arguments not an object
         '{"name": "get_weather", "arguments": "{not json"}',
         '[{"name": "get_weather", "arguments": {}}, {"name": "unknown", "arguments": {}}]',
